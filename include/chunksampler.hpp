@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// chunksampler: chunk samplers that plan contiguous reads and shuffled batches for
+/// data-parallel training. Include this for everything but `<chunksampler/mpi.hpp>`.
+
+#include <chunksampler/dist_info.hpp>
+#include <chunksampler/distributed_sampler.hpp>
+#include <chunksampler/load_request.hpp>
+#include <chunksampler/random_sampler.hpp>
+#include <chunksampler/rng.hpp>
+#include <chunksampler/sampler.hpp>
+#include <chunksampler/sequential_sampler.hpp>
+#include <chunksampler/slice.hpp>
+#include <chunksampler/version.hpp>

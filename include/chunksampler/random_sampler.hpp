@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/chunk_sampler.hpp>
+#include <chunksampler/rng.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace chunksampler {
+
+/// Options of `RandomSampler`, in annbatch's order; designated initializers read as keywords.
+struct RandomOptions {
+  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1)
+  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::optional<Slice> mask = std::nullopt;  ///< observations to sample; all of [0, n_obs) by default
+  std::uint64_t seed = default_seed;         ///< every random choice descends from it
+  bool replacement = false;                  ///< chunks at random starts, observations may repeat
+  std::optional<std::int64_t> num_samples = std::nullopt;  ///< observations per epoch; the mask's size by default
+};
+
+/// Shuffled chunk sampler: reads contiguous chunks in random order and shuffles positions
+/// within each request, as annbatch's `RandomSampler`.
+///
+/// Without replacement an epoch reads every observation of the mask exactly once (or the
+/// first `num_samples` of the epoch's order): full chunks in a random order from a keyed
+/// bijection, the one short chunk last. With replacement it reads `num_samples` observations
+/// as chunks at uniform random starts inside the mask.
+///
+///     cs::RandomSampler sampler({.chunk_size = 64, .preload_nchunks = 32, .batch_size = 256, .seed = 7});
+///     for (const cs::LoadRequest& request : sampler.sample(20'000)) { /* read, then train */ }
+class RandomSampler : public detail::ChunkSamplerBase<RandomSampler> {
+ public:
+  static constexpr std::string_view name = "RandomSampler";
+
+  /// Checks `options`; throws `std::invalid_argument` naming the first bad one.
+  explicit RandomSampler(const RandomOptions& options)
+      : ChunkSamplerBase({.chunk_size = options.chunk_size,
+                          .preload_nchunks = options.preload_nchunks,
+                          .batch_size = options.batch_size,
+                          .drop_last = options.drop_last,
+                          .mask = options.mask,
+                          .shuffle = true,
+                          .replacement = options.replacement,
+                          .num_samples = options.num_samples},
+                         options.seed) {}
+
+  /// Whether chunks are drawn with replacement.
+  [[nodiscard]] bool replacement() const noexcept { return config_.replacement; }
+  /// Observations per epoch, if fixed; otherwise the mask's size.
+  [[nodiscard]] const std::optional<std::int64_t>& num_samples() const noexcept { return config_.num_samples; }
+};
+
+}  // namespace chunksampler
