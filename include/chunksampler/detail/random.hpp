@@ -64,7 +64,12 @@ struct Wide {
     }
     return m >> 32U;
   }
-  const auto next64 = [&engine] { return (std::uint64_t{engine()} << 32U) | engine(); };
+  // Two statements: the order of two calls within one expression is unspecified.
+  const auto next64 = [&engine] {
+    const std::uint64_t high = engine();
+    const std::uint64_t low = engine();
+    return (high << 32U) | low;
+  };
   Wide m = mul_wide(next64(), bound);
   if (m.lo < bound) {
     const std::uint64_t threshold = (0 - bound) % bound;

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Shared helpers of the sampler tests: owning copies of requests, an epoch walker that maps every
+// batch position through its request's chunks to an observation, and a seeded config generator.
+
+#include <chunksampler/load_request.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <pcg_random.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace support {
+
+namespace cs = chunksampler;
+
+/// An owning copy of one `LoadRequest`: its chunks and its batches, as yielded.
+struct OwnedRequest {
+  std::vector<cs::Slice> chunks;
+  std::vector<std::vector<std::int64_t>> batches;
+
+  [[nodiscard]] std::int64_t buffer_size() const {
+    std::int64_t total = 0;
+    for (const cs::Slice& chunk : chunks) total += chunk.size();
+    return total;
+  }
+  /// All positions, batch after batch.
+  [[nodiscard]] std::vector<std::int64_t> positions() const {
+    std::vector<std::int64_t> all;
+    for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+    return all;
+  }
+
+  friend bool operator==(const OwnedRequest&, const OwnedRequest&) = default;
+};
+
+/// Copies `request` through its public interface: the chunk span and the splits' batches.
+[[nodiscard]] inline OwnedRequest own(const cs::LoadRequest& request) {
+  OwnedRequest owned;
+  owned.chunks.assign(request.chunks.begin(), request.chunks.end());
+  for (std::span<const std::int64_t> batch : request.splits) owned.batches.emplace_back(batch.begin(), batch.end());
+  return owned;
+}
+
+/// Every request of a range returned by `sample()`, copied.
+template <class Range>
+[[nodiscard]] std::vector<OwnedRequest> collect(Range&& range) {
+  std::vector<OwnedRequest> requests;
+  for (const cs::LoadRequest& request : range) requests.push_back(own(request));
+  return requests;
+}
+
+/// One epoch of `sampler` over `n_obs` observations (advances the sampler's epoch).
+template <class S>
+[[nodiscard]] std::vector<OwnedRequest> epoch(S& sampler, std::int64_t n_obs) {
+  return collect(sampler.sample(n_obs));
+}
+
+/// The observation that buffer row `position` holds when `chunks` are read and concatenated in
+/// order; `std::nullopt` when the position lies outside the buffer.
+[[nodiscard]] inline std::optional<std::int64_t> observation_at(std::span<const cs::Slice> chunks,
+                                                                std::int64_t position) {
+  if (position < 0) return std::nullopt;
+  std::int64_t offset = 0;
+  for (const cs::Slice& chunk : chunks) {
+    if (position < offset + chunk.size()) return chunk.start + (position - offset);
+    offset += chunk.size();
+  }
+  return std::nullopt;
+}
+
+/// One row a batch trains on.
+struct Draw {
+  std::int64_t obs;    ///< observation id, or -1 when the position lies outside its request's buffer
+  std::int64_t batch;  ///< index of the batch within the epoch
+};
+
+/// What one epoch yields, flattened for the invariant checks.
+struct EpochRecord {
+  std::vector<OwnedRequest> requests;
+  std::vector<Draw> draws;                 ///< every (observation, batch) in yield order
+  std::vector<std::size_t> batch_lengths;  ///< every batch's length, in yield order
+  std::vector<cs::Slice> chunks;           ///< every chunk, in yield order
+
+  [[nodiscard]] std::int64_t n_batches() const { return static_cast<std::int64_t>(batch_lengths.size()); }
+
+  /// How often each observation is drawn.
+  [[nodiscard]] std::map<std::int64_t, std::int64_t> counts() const {
+    std::map<std::int64_t, std::int64_t> result;
+    for (const Draw& d : draws) ++result[d.obs];
+    return result;
+  }
+  /// True when no observation is drawn twice.
+  [[nodiscard]] bool no_repeats() const {
+    const auto c = counts();
+    return std::ranges::all_of(c, [](const auto& kv) { return kv.second == 1; });
+  }
+  /// True when every draw falls in `range`.
+  [[nodiscard]] bool draws_inside(cs::Slice range) const {
+    return std::ranges::all_of(draws, [range](const Draw& d) { return range.contains(d.obs); });
+  }
+  /// True when every observation of `range` is drawn exactly once and nothing else is drawn.
+  [[nodiscard]] bool covers_exactly_once(cs::Slice range) const {
+    if (static_cast<std::int64_t>(draws.size()) != range.size()) return false;
+    return draws_inside(range) && no_repeats();
+  }
+  /// True when every chunk is non-empty, inside `range` and at most `chunk_size` long.
+  [[nodiscard]] bool chunks_valid(cs::Slice range, std::int64_t chunk_size) const {
+    return std::ranges::all_of(chunks, [&](const cs::Slice& c) {
+      return !c.empty() && c.size() <= chunk_size && range.start <= c.start && c.stop <= range.stop;
+    });
+  }
+  /// True when every position of every request is inside its buffer and used once in it.
+  [[nodiscard]] bool positions_valid() const {
+    return std::ranges::all_of(requests, [](const OwnedRequest& r) {
+      std::vector<std::int64_t> p = r.positions();
+      std::ranges::sort(p);
+      const bool unique = std::ranges::adjacent_find(p) == p.end();
+      return unique && (p.empty() || (p.front() >= 0 && p.back() < r.buffer_size()));
+    });
+  }
+  /// True when every batch has `batch_size` rows, but the epoch's last, which may be shorter.
+  [[nodiscard]] bool batches_full_but_last(std::int64_t batch_size) const {
+    for (std::size_t i = 0; i < batch_lengths.size(); ++i) {
+      const auto len = static_cast<std::int64_t>(batch_lengths[i]);
+      if (len < 1 || len > batch_size) return false;
+      if (i + 1 < batch_lengths.size() && len != batch_size) return false;
+    }
+    return true;
+  }
+  /// True when every batch has exactly `batch_size` rows.
+  [[nodiscard]] bool batches_all_full(std::int64_t batch_size) const {
+    return std::ranges::all_of(batch_lengths,
+                               [batch_size](std::size_t len) { return static_cast<std::int64_t>(len) == batch_size; });
+  }
+};
+
+/// Walks `requests`, mapping every position through its own request's chunks.
+[[nodiscard]] inline EpochRecord record(std::vector<OwnedRequest> requests) {
+  EpochRecord rec;
+  rec.requests = std::move(requests);
+  std::int64_t batch_index = 0;
+  for (const OwnedRequest& request : rec.requests) {
+    rec.chunks.insert(rec.chunks.end(), request.chunks.begin(), request.chunks.end());
+    for (const auto& batch : request.batches) {
+      rec.batch_lengths.push_back(batch.size());
+      for (std::int64_t position : batch)
+        rec.draws.push_back({observation_at(request.chunks, position).value_or(-1), batch_index});
+      ++batch_index;
+    }
+  }
+  return rec;
+}
+
+/// One epoch of `sampler` over `n_obs`, recorded (advances the sampler's epoch).
+template <class S>
+[[nodiscard]] EpochRecord walk(S& sampler, std::int64_t n_obs) {
+  return record(epoch(sampler, n_obs));
+}
+
+/// Seeded integers for generating test configurations; identical on every platform.
+class ConfigRng {
+ public:
+  explicit ConfigRng(std::uint64_t seed) : engine_(seed) {}
+  /// Uniform in `[lo, hi]` (small ranges; the modulo bias is irrelevant for test configs).
+  std::int64_t between(std::int64_t lo, std::int64_t hi) {
+    const auto span = static_cast<std::uint64_t>(hi - lo + 1);
+    return lo + static_cast<std::int64_t>(next() % span);
+  }
+  bool coin() { return (next() & 1U) != 0; }
+  std::uint64_t next() {
+    // Two statements: the operands of one expression are unsequenced, so `engine_() << 32 | engine_()`
+    // may draw in either order and differ between compilers and optimization levels.
+    const std::uint64_t high = engine_();
+    const std::uint64_t low = engine_();
+    return (high << 32U) | low;
+  }
+  /// A uniform divisor of `n` (>= 1).
+  std::int64_t divisor_of(std::int64_t n) {
+    std::vector<std::int64_t> divisors;
+    for (std::int64_t d = 1; d <= n; ++d)
+      if (n % d == 0) divisors.push_back(d);
+    return divisors[static_cast<std::size_t>(between(0, static_cast<std::int64_t>(divisors.size()) - 1))];
+  }
+  /// A non-empty sub-range of `[0, n_obs)` (`n_obs >= 1`).
+  cs::Slice sub_range(std::int64_t n_obs) {
+    const std::int64_t start = between(0, n_obs - 1);
+    return {start, between(start + 1, n_obs)};
+  }
+
+ private:
+  pcg32 engine_;
+};
+
+/// `ceil(a / b)` for the expected values the tests compute from the specification.
+[[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace support
