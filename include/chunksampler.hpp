@@ -7,9 +7,12 @@
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
+#include <chunksampler/plan.hpp>
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/version.hpp>
+#include <chunksampler/worker_info.hpp>

@@ -2,33 +2,67 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/chunk_sampler.hpp>
 #include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/random.hpp>
+#include <chunksampler/detail/stream.hpp>
 #include <chunksampler/dist_info.hpp>
+#include <chunksampler/plan.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/worker_info.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace chunksampler {
 
-/// Options of `DistributedSampler`.
-struct DistributedOptions {
-  /// Round every rank's share down to whole batches, so all ranks yield the same number of
-  /// full batches; otherwise each rank's last batch may be short.
-  bool enforce_equal_batches = true;
+/// How `DistributedSampler` splits the data among ranks.
+enum class ShardMode {
+  /// Rank r reads its own contiguous slice of the range, shuffled on its own stream (annbatch).
+  contiguous,
+  /// One permutation of all chunks per epoch, shared by every rank through the common seed, is
+  /// dealt out in contiguous blocks of batches: each rank sees different data every epoch, and
+  /// a state restores on another number of ranks.
+  global,
 };
 
-/// Gives each rank of a data-parallel job a disjoint, contiguous shard of any sampler's range.
+/// What happens to the observations that do not divide evenly among ranks and batches.
+enum class Remainder {
+  /// Left out, the same ones every epoch: the range's tail (annbatch).
+  drop,
+  /// Nothing left out: every rank gets the same number of full batches by repeating a few rows
+  /// (PyTorch's DistributedSampler pads likewise).
+  pad,
+  /// Left out, as many as `drop`, but from the range's tail in even epochs and its head in odd
+  /// ones: every observation is read in any two consecutive epochs.
+  rotate,
+};
+
+/// Options of `DistributedSampler`.
+struct DistributedOptions {
+  /// Every rank yields the same number of full batches (the remainder policy says how); without
+  /// it, nothing is left out or padded and ranks may differ by a short last batch (contiguous)
+  /// or one batch (global).
+  bool enforce_equal_batches = true;
+  ShardMode mode = ShardMode::contiguous;  ///< how ranks split the data
+  Remainder remainder = Remainder::drop;   ///< what becomes of the uneven rest
+};
+
+/// Gives each rank of a data-parallel job its disjoint share of any sampler's epochs.
 ///
-/// With the wrapped sampler covering `[start, start + size)` (its mask, or all of `n_obs`),
-/// every rank gets `per_rank = size / world_size` observations, rounded down to a multiple of
-/// `batch_size()` when `enforce_equal_batches`, and rank r reads
-/// `[start + r * per_rank, start + (r + 1) * per_rank)`, shuffled by the wrapped sampler on the
-/// rank's own stream `rng().spawn(rank)`. The shard is computed from `n_obs` at each call; the
-/// wrapped sampler is copied at construction and never changed by the caller's later edits.
+/// Contiguous mode (default): with the wrapped sampler covering `[start, start + size)` (its
+/// mask, or all of `n_obs`), every rank gets `per_rank = size / world_size` observations,
+/// rounded down to a multiple of `batch_size()` when `enforce_equal_batches`, and rank r reads
+/// `[start + r * per_rank, start + (r + 1) * per_rank)`, shuffled on the rank's own stream
+/// `rng().spawn(rank)`. Global mode: see `ShardMode::global`.
+///
+/// The wrapped sampler is copied at construction and never changed by the caller's later edits.
 ///
 ///     cs::RandomSampler base({.chunk_size = 64, .preload_nchunks = 32, .batch_size = 256});
 ///     cs::DistributedSampler dist(base, cs::dist::from_env());
@@ -36,6 +70,10 @@ struct DistributedOptions {
 template <DistributableSampler S>
 class DistributedSampler {
  public:
+  using plan_type = decltype(std::declval<const S&>().plan(std::int64_t{}, std::uint64_t{}));
+  /// The range `sample()` returns.
+  using range_type = detail::StreamRange<plan_type>;
+
   /// Wraps a copy of `sampler`; calls `dist_info` exactly once, here. Throws
   /// `std::invalid_argument` unless `world_size >= 1` and `0 <= rank < world_size`.
   template <DistInfoSource F>
@@ -45,10 +83,12 @@ class DistributedSampler {
   /// Wraps a copy of `sampler` for the rank and world size in `info`.
   DistributedSampler(const S& sampler, DistInfo info, DistributedOptions options = {})
       : sampler_(sampler), info_(info), options_(options) {
-    if (info_.world_size < 1) detail::throw_invalid("DistributedSampler: world_size ({}) must be >= 1", info_.world_size);
+    if (info_.world_size < 1 || info_.world_size > detail::max_size)
+      detail::throw_invalid("DistributedSampler: world_size ({}) must be in [1, 2^62]", info_.world_size);
     if (info_.rank < 0 || info_.rank >= info_.world_size)
       detail::throw_invalid("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
                             info_.world_size);
+    cursor_.set(sampler_.epoch());
   }
 
   /// This process's rank.
@@ -63,62 +103,251 @@ class DistributedSampler {
   [[nodiscard]] bool shuffle() const noexcept { return sampler_.shuffle(); }
   /// The wrapped sampler's mask: the range all ranks together cover.
   [[nodiscard]] std::optional<Slice> mask() const { return sampler_.mask(); }
-  /// The random stream this rank draws from: the wrapped sampler's, spawned by rank.
+  /// The random stream this rank draws from: in contiguous mode the wrapped sampler's, spawned
+  /// by rank; in global mode the one all ranks share.
   [[nodiscard]] Rng rng() const
     requires requires(const S& s) {
       { s.rng() } -> std::convertible_to<Rng>;
     }
   {
-    return Rng(sampler_.rng()).spawn(static_cast<std::uint64_t>(info_.rank));
+    return Rng(sampler_.rng()).spawn(stream());
   }
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return sampler_.epoch(); }
-  void set_epoch(std::uint64_t epoch) { sampler_.set_epoch(epoch); }
+  /// The epoch the next `sample()` plays.
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
+  /// Pins the next `sample()` to epoch `epoch` (from its start); call it with the same value
+  /// on every rank, as PyTorch's `set_epoch`.
+  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
+  /// A hash of every setting that shapes the job's epochs (not the world size in global mode).
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept {
+    std::uint64_t h = detail::derive(sampler_.fingerprint(), 0x64697374ULL);  // "dist"
+    h = detail::derive(h, static_cast<std::uint64_t>(options_.mode));
+    h = detail::derive(h, static_cast<std::uint64_t>(options_.remainder));
+    h = detail::derive(h, options_.enforce_equal_batches ? 1U : 0U);
+    if (options_.mode == ShardMode::contiguous) h = detail::derive(h, static_cast<std::uint64_t>(info_.world_size));
+    return h;
+  }
 
-  /// This rank's observations for a dataset of `n_obs`; throws if the wrapped sampler cannot
-  /// serve `n_obs` or the shard would be empty.
-  [[nodiscard]] Slice shard(std::int64_t n_obs) const {
-    sampler_.validate(n_obs);
-    const Slice range = sampler_.mask().value_or(Slice{0, n_obs});
-    std::int64_t per_rank = range.size() / info_.world_size;
-    if (options_.enforce_equal_batches) per_rank = detail::round_down(per_rank, sampler_.batch_size());
-    if (per_rank < 1)
-      detail::throw_invalid(
-          "DistributedSampler: {} observations over world_size ({}) leave {} per rank (batch_size {}, "
-          "enforce_equal_batches {}); every rank needs at least {}",
-          range.size(), info_.world_size, range.size() / info_.world_size, sampler_.batch_size(),
-          options_.enforce_equal_batches, options_.enforce_equal_batches ? "one whole batch" : "one observation");
-    const std::int64_t start = range.start + info_.rank * per_rank;
-    return {start, start + per_rank};
+  /// The observations this rank reads in epoch `epoch` (contiguous mode), or that all ranks
+  /// read together (global mode); throws if the epoch cannot be served.
+  [[nodiscard]] Slice shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
+  [[nodiscard]] Slice shard(std::int64_t n_obs, std::uint64_t epoch) const {
+    return part(n_obs, epoch, info_.world_size).mask;
   }
 
   /// Throws `std::invalid_argument` if this rank's epoch over `n_obs` cannot be served.
-  void validate(std::int64_t n_obs) const { local(n_obs).validate(n_obs); }
+  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), std::nullopt); }
 
-  /// Batches this rank yields per epoch; the same on every rank.
-  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs) const { return local(n_obs).n_batches(n_obs); }
+  /// Batches this rank (or its worker) yields in a whole epoch; the same on every rank when
+  /// `enforce_equal_batches`.
+  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    detail::check_worker(worker);
+    Layout l = layout(n_obs, cursor_.next(), std::nullopt);
+    return range_type(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}).n_batches();
+  }
   /// Synonym of `n_batches`.
-  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs) const { return n_batches(n_obs); }
+  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    return n_batches(n_obs, worker);
+  }
 
-  /// This rank's requests for epoch `epoch()`; then moves to the next epoch.
-  [[nodiscard]] auto sample(std::int64_t n_obs) {
-    S rank_sampler = local(n_obs);
-    auto range = rank_sampler.sample(n_obs);
-    sampler_.set_epoch(sampler_.epoch() + 1);
+  /// This rank's requests (its worker's share, with a `WorkerInfo`) for epoch `epoch()`, from
+  /// a restored point if one is pending; then moves to the next epoch.
+  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
+    detail::check_worker(worker);
+    const std::optional<SamplerState>& resume = cursor_.pending();
+    const bool elastic = resume && resume->world_size != info_.world_size;
+    const std::int64_t skip = elastic ? 0 : cursor_.resume_point(worker);
+    Layout l = layout(n_obs, cursor_.next(), resume);
+    range_type range(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}, skip);
+    detail::check_skip(skip, range.share_batches());
+    cursor_.start(worker);
+    active_plan_world_size_ = l.plan_world_size;
+    active_base_ = std::move(l.base);
     return range;
   }
 
+  /// The point after the first `batches_done` batches this rank (or worker) read of the current
+  /// epoch, counted from its start. Every rank of a synchronous job is at the same point, so
+  /// any rank's state restores all of them, in global mode on any number of ranks.
+  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
+    SamplerState result{.fingerprint = fingerprint(),
+                        .seed = seed(),
+                        .epoch = cursor_.current(),
+                        .batches_done = batches_done,
+                        .world_size = info_.world_size,
+                        .plan_world_size = info_.world_size,
+                        .num_workers = cursor_.worker().num_workers,
+                        .worker = cursor_.worker().id};
+    if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
+      result.plan_world_size = active_plan_world_size_;
+      result.runs = active_base_;
+    }
+    result.check();
+    return result;
+  }
+
+  /// Makes the next `sample()` continue exactly after `state`. In global mode the state may
+  /// come from another world size: the batches the old ranks had not read are dealt among the
+  /// new ones (drop leaves out fewer than `world_size` of them, pad repeats as many).
+  void restore(const SamplerState& state) {
+    state.check();
+    if (options_.mode == ShardMode::contiguous && state.world_size != info_.world_size)
+      detail::throw_invalid(
+          "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
+          "change world size (use ShardMode::global for elastic restarts)",
+          state.world_size, info_.world_size);
+    if (state.fingerprint != fingerprint())
+      detail::throw_invalid(
+          "DistributedSampler: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
+          state.fingerprint, fingerprint());
+    if (state.seed != seed())
+      detail::throw_invalid("DistributedSampler: restore: the state's seed ({}) is not this sampler's ({})",
+                            state.seed, seed());
+    if (options_.mode == ShardMode::contiguous && (state.plan_world_size != state.world_size || !state.runs.empty()))
+      detail::throw_invalid("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
+    if (state.world_size != info_.world_size && state.num_workers != 1)
+      detail::throw_invalid(
+          "DistributedSampler: restore: an elastic restart (world_size {} to {}) needs a state taken without "
+          "workers (this one is of worker {} of {})",
+          state.world_size, info_.world_size, state.worker, state.num_workers);
+    cursor_.restore(state);
+  }
+
  private:
-  [[nodiscard]] S local(std::int64_t n_obs) const {
-    S rank_sampler = sampler_.with_shard(
-        {.mask = shard(n_obs), .rank = info_.rank, .world_size = info_.world_size,
-         .equal_batches = options_.enforce_equal_batches});
-    rank_sampler.validate(n_obs);
-    return rank_sampler;
+  // In global mode every rank reads one plan, on the stream no rank number can name.
+  static constexpr std::uint64_t global_stream = ~std::uint64_t{0};
+
+  struct Layout {
+    plan_type plan;
+    std::vector<BatchRun> runs;  // this rank's batches of the plan
+    std::vector<BatchRun> base;  // global mode: the batches the ranks were dealt (empty: all)
+    std::int64_t plan_world_size;
+  };
+
+  [[nodiscard]] std::uint64_t stream() const noexcept {
+    return options_.mode == ShardMode::global ? global_stream : static_cast<std::uint64_t>(info_.rank);
+  }
+  [[nodiscard]] std::uint64_t seed() const {
+    if constexpr (requires(const S& s) { s.rng().seed(); }) return sampler_.rng().seed();
+    else return 0;
+  }
+  [[nodiscard]] std::int64_t unit(std::int64_t ranks) const {
+    return options_.enforce_equal_batches ? ranks * sampler_.batch_size() : ranks;
+  }
+
+  // The wrapped sampler's part: this rank's shard (contiguous) or the window all ranks read (global).
+  [[nodiscard]] Shard part(std::int64_t n_obs, std::uint64_t epoch, std::int64_t plan_world_size) const {
+    const std::int64_t epoch_size = sampler_.epoch_size(n_obs);
+    const Slice range = sampler_.mask().value_or(Slice{0, n_obs});
+    const std::int64_t size = range.size();
+    const bool whole = epoch_size == size;  // no fixed budget: the window follows the remainder policy
+    const std::int64_t world = plan_world_size;
+    const bool odd = epoch % 2 == 1;
+    const auto too_small = [&](std::int64_t have) {
+      detail::throw_invalid(
+          "DistributedSampler: {} ({}) over world_size ({}) leave {} per rank (batch_size {}, "
+          "enforce_equal_batches {}); every rank needs at least {}",
+          have == size ? "the observations" : "num_samples", have, world, have / world, sampler_.batch_size(),
+          options_.enforce_equal_batches, options_.enforce_equal_batches ? "one whole batch" : "one observation");
+    };
+    if (options_.mode == ShardMode::global) {
+      const std::int64_t u = unit(world);
+      if (!options_.enforce_equal_batches) {
+        if (epoch_size < world) too_small(epoch_size);
+        return {.mask = range, .stream = global_stream, .budget = epoch_size};
+      }
+      if (options_.remainder == Remainder::pad) {
+        if (!detail::product_fits(detail::ceil_div(epoch_size, u), u))
+          detail::throw_invalid("DistributedSampler: padding {} observations to a multiple of {} exceeds 2^62",
+                                epoch_size, u);
+        return {.mask = range, .stream = global_stream, .budget = detail::ceil_div(epoch_size, u) * u};
+      }
+      const std::int64_t kept = detail::round_down(epoch_size, u);
+      if (kept < 1) too_small(epoch_size);
+      if (!whole) return {.mask = range, .stream = global_stream, .budget = kept};
+      const std::int64_t offset = options_.remainder == Remainder::rotate && odd ? size - kept : 0;
+      return {.mask = {range.start + offset, range.start + offset + kept}, .stream = global_stream, .budget = kept};
+    }
+    const std::int64_t r = info_.rank;
+    const std::int64_t u = unit(1);
+    if (options_.remainder == Remainder::pad) {
+      const std::int64_t base = size / world;
+      const std::int64_t extra = size % world;
+      if (base < 1) too_small(size);
+      const std::int64_t start = range.start + r * base + std::min(r, extra);
+      return {.mask = {start, start + base + (r < extra ? 1 : 0)},
+              .stream = static_cast<std::uint64_t>(r),
+              .budget = detail::ceil_div(detail::ceil_div(epoch_size, world), u) * u};
+    }
+    const std::int64_t per_rank = detail::round_down(size / world, u);
+    if (per_rank < 1) too_small(size);
+    const std::int64_t offset = options_.remainder == Remainder::rotate && odd ? size - world * per_rank : 0;
+    const std::int64_t start = range.start + offset + r * per_rank;
+    const std::int64_t budget = whole ? per_rank : detail::round_down(epoch_size / world, u);
+    if (budget < 1) too_small(epoch_size);
+    return {.mask = {start, start + per_rank}, .stream = static_cast<std::uint64_t>(r), .budget = budget};
+  }
+
+  // Rank r's block of `total` batches dealt among `world` ranks, as positions of their
+  // concatenation; with pad the block may run past `total` and wraps around.
+  [[nodiscard]] BatchRun block(std::int64_t total, std::int64_t world, std::int64_t r) const noexcept {
+    if (!options_.enforce_equal_batches) {
+      const std::int64_t base = total / world;
+      const std::int64_t extra = total % world;
+      const std::int64_t start = r * base + std::min(r, extra);
+      return {start, start + base + (r < extra ? 1 : 0)};
+    }
+    const std::int64_t each =
+        options_.remainder == Remainder::pad ? detail::ceil_div(total, world) : total / world;
+    return {r * each, (r + 1) * each};
+  }
+
+  // The plan of `epoch` and this rank's runs of it; `resume` may change both (elastic restart).
+  [[nodiscard]] Layout layout(std::int64_t n_obs, std::uint64_t epoch, const std::optional<SamplerState>& resume) const {
+    const std::int64_t plan_world_size =
+        resume && options_.mode == ShardMode::global ? resume->plan_world_size : info_.world_size;
+    const Shard my_part = part(n_obs, epoch, plan_world_size);
+    plan_type plan = sampler_.with_shard(my_part).plan(n_obs, epoch);
+    const std::int64_t n = plan.n_batches();
+    if (options_.mode == ShardMode::contiguous)
+      return {.plan = std::move(plan), .runs = {{0, n}}, .base = {}, .plan_world_size = plan_world_size};
+
+    std::vector<BatchRun> base = resume && !resume->runs.empty() ? resume->runs : std::vector<BatchRun>{{0, n}};
+    if (base.back().end > n)
+      detail::throw_invalid("DistributedSampler: restore: the state's runs end at batch {}, the epoch has {}",
+                            base.back().end, n);
+    if (resume && resume->world_size != info_.world_size) {
+      // Elastic restart: the old ranks' unread batches, in their order, are the new ranks' epoch.
+      const std::int64_t total = detail::total_batches(base);
+      std::vector<BatchRun> left;
+      for (std::int64_t r = 0; r < resume->world_size; ++r) {
+        const BatchRun b = block(total, resume->world_size, r);
+        const std::int64_t from = b.begin + std::min(resume->batches_done, b.size());
+        const std::int64_t to = std::min(b.end, total);
+        if (from < to) detail::cut_runs(base, from, to, left);
+      }
+      base = std::move(left);
+    }
+    std::vector<BatchRun> runs;
+    const std::int64_t total = detail::total_batches(base);
+    if (total > 0) {
+      const BatchRun mine = block(total, info_.world_size, info_.rank);
+      for (std::int64_t at = mine.begin; at < mine.end;) {
+        const std::int64_t offset = at % total;
+        const std::int64_t length = std::min(mine.end - at, total - offset);
+        detail::cut_runs(base, offset, offset + length, runs);
+        at += length;
+      }
+    }
+    if (base.size() == 1 && base.front() == BatchRun{0, n}) base.clear();
+    return {.plan = std::move(plan), .runs = std::move(runs), .base = std::move(base), .plan_world_size = plan_world_size};
   }
 
   S sampler_;
   DistInfo info_;
   DistributedOptions options_;
+  detail::EpochCursor cursor_;
+  std::int64_t active_plan_world_size_ = 1;
+  std::vector<BatchRun> active_base_;
 };
 
 }  // namespace chunksampler

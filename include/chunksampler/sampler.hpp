@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chunksampler/load_request.hpp>
+#include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <concepts>
@@ -64,32 +65,37 @@ concept HasEpochs = requires(S& s, const S& cs, std::uint64_t epoch) {
   s.set_epoch(epoch);
 };
 
-/// What `DistributedSampler` asks of the sampler it wraps for one rank.
+/// What `DistributedSampler` asks of the sampler it wraps: one part of the job's data.
 struct Shard {
-  Slice mask;                   ///< the rank's observation range, inside the wrapped sampler's mask
-  std::int64_t rank = 0;        ///< the rank, which picks its random stream
-  std::int64_t world_size = 1;  ///< ranks in the job; a fixed sample budget is split by it
-  bool equal_batches = true;    ///< round a split budget down to whole batches
+  Slice mask;                ///< the observations this part reads, inside the wrapped sampler's range
+  std::uint64_t stream = 0;  ///< the random stream it draws from: `rng().spawn(stream)`
+  std::int64_t budget = 1;   ///< positions per epoch; above the rows of `mask` (no replacement), rows repeat
 };
 
-/// Can be restricted to one rank's share of the data.
+/// Can lay out an epoch as an `EpochPlan` and be restricted to a part of its data.
 template <class S>
-concept Shardable = requires(const S& s, const Shard& shard) {
+concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs, std::uint64_t epoch) {
   { s.mask() } -> std::convertible_to<std::optional<Slice>>;
+  { s.epoch_size(n_obs) } -> std::convertible_to<std::int64_t>;
+  { s.plan(n_obs, epoch) } -> EpochPlan;
   { s.with_shard(shard) } -> std::same_as<S>;
+  { s.fingerprint() } -> std::convertible_to<std::uint64_t>;
 };
 
 /// A sampler `DistributedSampler` can wrap.
 ///
 /// Semantic requirements, beyond those of `Sampler`:
 ///  1. `mask()` is the observation range the sampler covers; `std::nullopt` means `[0, n_obs)`.
-///  2. `with_shard(shard)` returns a copy that covers only `shard.mask`, draws from a random
-///     stream of its own for `shard.rank` (the same for the same seed and rank, different for
-///     different ranks), keeps the epoch, and takes a `1 / world_size` share of any fixed
-///     sample budget, rounded down to whole batches when `shard.equal_batches`. It leaves
-///     `*this` unchanged, and may throw `std::invalid_argument` when the share is empty.
-///  3. `epoch()` is the epoch the next `sample()` plays; `sample()` then moves to `epoch() + 1`.
+///  2. `epoch_size(n_obs)` is the positions an epoch holds before `drop_last` (a fixed sample
+///     budget, or the mask's size).
+///  3. `plan(n_obs, e)` is epoch `e` as an `EpochPlan`; `sample(n_obs)` yields the batches of
+///     `plan(n_obs, epoch())` in order, then moves to `epoch() + 1`.
+///  4. `with_shard(shard)` returns a copy that reads only `shard.mask`, draws from the random
+///     stream `shard.stream` of its own (the same for the same seed and stream, different for
+///     different ones), holds `shard.budget` positions per epoch, and keeps the epoch. It leaves
+///     `*this` unchanged.
+///  5. `fingerprint()` hashes every setting that shapes an epoch.
 template <class S>
-concept DistributableSampler = Sampler<S> && std::copy_constructible<S> && HasEpochs<S> && Shardable<S>;
+concept DistributableSampler = Sampler<S> && std::copy_constructible<S> && HasEpochs<S> && Plannable<S>;
 
 }  // namespace chunksampler

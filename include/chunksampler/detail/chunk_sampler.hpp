@@ -4,14 +4,17 @@
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/chunk_plan.hpp>
 #include <chunksampler/detail/errors.hpp>
-#include <chunksampler/detail/request_range.hpp>
+#include <chunksampler/detail/stream.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/worker_info.hpp>
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace chunksampler::detail {
 
@@ -25,7 +28,71 @@ struct ChunkConfig {
   bool shuffle;
   bool replacement;
   std::optional<std::int64_t> num_samples;
+  /// Set by `with_shard`: the positions an epoch holds, superseding `num_samples`; above the
+  /// stream's rows the last request repeats rows (padding).
+  std::optional<std::int64_t> budget = std::nullopt;
 };
+
+/// The fingerprint of a state: the sampler's kind and every setting that shapes an epoch.
+[[nodiscard]] inline std::uint64_t fingerprint_of(std::string_view kind, const ChunkConfig& c) noexcept {
+  std::uint64_t h = 0x6368756e6b73616dULL;  // "chunksam"
+  for (const char ch : kind) h = derive(h, static_cast<unsigned char>(ch));
+  const std::int64_t fields[] = {c.chunk_size, c.preload_nchunks, c.batch_size, c.drop_last ? 1 : 0,
+                                 c.mask ? 1 : 0, c.mask ? c.mask->start : 0, c.mask ? c.mask->stop : 0,
+                                 c.shuffle ? 1 : 0, c.replacement ? 1 : 0, c.num_samples.value_or(-1),
+                                 c.budget.value_or(-1)};
+  for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
+  return h;
+}
+
+/// Where a sampler stands between epochs: the epoch the next `sample()` plays, the one it
+/// played last (for `state`), and a restored point the next `sample()` resumes from.
+class EpochCursor {
+ public:
+  [[nodiscard]] std::uint64_t next() const noexcept { return next_; }
+  void set(std::uint64_t epoch) noexcept {
+    next_ = epoch;
+    current_.reset();
+    resume_.reset();
+  }
+  /// The epoch `state()` speaks of: the one being played, else the next.
+  [[nodiscard]] std::uint64_t current() const noexcept { return current_.value_or(next_); }
+  [[nodiscard]] const WorkerInfo& worker() const noexcept { return worker_; }
+  void restore(const SamplerState& state) {
+    next_ = state.epoch;
+    current_.reset();
+    resume_ = state;
+  }
+  /// The batches the next epoch's stream skips: a restored state's, else 0. Throws if that
+  /// state is of another worker.
+  [[nodiscard]] std::int64_t resume_point(const WorkerInfo& worker) const {
+    if (!resume_) return 0;
+    if (resume_->num_workers != worker.num_workers || resume_->worker != worker.id)
+      throw_invalid("restore: the state is of worker {} of {}, but sample() was called for worker {} of {}",
+                    resume_->worker, resume_->num_workers, worker.id, worker.num_workers);
+    return resume_->batches_done;
+  }
+  /// The restored state the next epoch continues, if any.
+  [[nodiscard]] const std::optional<SamplerState>& pending() const noexcept { return resume_; }
+  /// Marks the start of the next epoch, read by `worker`.
+  void start(const WorkerInfo& worker) noexcept {
+    resume_.reset();
+    current_ = next_++;
+    worker_ = worker;
+  }
+
+ private:
+  std::uint64_t next_ = 0;
+  std::optional<std::uint64_t> current_;
+  std::optional<SamplerState> resume_;
+  WorkerInfo worker_;
+};
+
+/// Throws unless `skip` batches fit in a stream of `total`.
+inline void check_skip(std::int64_t skip, std::int64_t total) {
+  if (skip > total)
+    throw_invalid("restore: the state's batches ({}) exceed the {} batches of its stream for this n_obs", skip, total);
+}
 
 /// The purposes a sampler draws for, each its own stream within an epoch.
 enum class Purpose : std::uint64_t { chunk_order = 1, positions = 2 };
@@ -36,7 +103,7 @@ template <class Derived>
 class ChunkSamplerBase {
  public:
   /// The range `sample()` returns.
-  using range_type = RequestRange<ChunkPlan>;
+  using range_type = StreamRange<ChunkPlan>;
 
   /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
   [[nodiscard]] std::int64_t batch_size() const noexcept { return config_.batch_size; }
@@ -53,9 +120,11 @@ class ChunkSamplerBase {
   /// The random stream every draw comes from.
   [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
   /// The epoch the next `sample()` plays.
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
-  /// Pins the next `sample()` to epoch `epoch`; later calls go on from there.
-  void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
+  /// Pins the next `sample()` to epoch `epoch` (from its start); later calls go on from there.
+  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
+  /// A hash of every setting that shapes an epoch; states carry it.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_of(Derived::name, config_); }
 
   /// Throws `std::invalid_argument` if an epoch over `n_obs` observations cannot be served.
   void validate(std::int64_t n_obs) const {
@@ -75,38 +144,86 @@ class ChunkSamplerBase {
                     Derived::name, *config_.num_samples, range.size());
   }
 
-  /// Batches one epoch over `n_obs` observations yields: `ceil(n / batch_size)`, or the floor
-  /// with `drop_last`, where `n` is `num_samples` if set and the mask's size otherwise.
-  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs) const {
+  /// Observations one epoch holds before `drop_last`: `num_samples` if set, else the mask's size.
+  [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
     validate(n_obs);
-    return ChunkPlan(layout(n_obs), 0, 0).n_batches();
+    return config_.budget.value_or(config_.num_samples.value_or(resolved_mask(n_obs).size()));
+  }
+
+  /// Batches one epoch over `n_obs` observations yields: `ceil(n / batch_size)`, or the floor
+  /// with `drop_last`, where `n` is `epoch_size(n_obs)`; a worker gets its share.
+  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    check_worker(worker);
+    const ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
+    if (worker.num_workers == 1) return epoch_plan.n_batches();
+    return range_type(epoch_plan, {{0, epoch_plan.n_batches()}}, {worker.id, worker.num_workers}).n_batches();
   }
   /// Synonym of `n_batches`, as annbatch's `n_iters`.
-  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs) const { return n_batches(n_obs); }
-
-  /// The requests of epoch `epoch()` over `n_obs` observations; then moves to the next epoch.
-  /// Validates first: throws before anything is yielded.
-  [[nodiscard]] range_type sample(std::int64_t n_obs) {
-    validate(n_obs);
-    const std::uint64_t epoch = epoch_++;
-    return range_type(ChunkPlan(layout(n_obs), rng_.key(epoch, static_cast<std::uint64_t>(Purpose::chunk_order)),
-                                rng_.key(epoch, static_cast<std::uint64_t>(Purpose::positions))));
+  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    return n_batches(n_obs, worker);
   }
 
-  /// A copy restricted to `shard.mask`, on the rank's own stream `rng().spawn(rank)`, with a
-  /// `1 / world_size` share of `num_samples` (whole batches when `shard.equal_batches`).
+  /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
+  [[nodiscard]] ChunkPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
+    validate(n_obs);
+    return ChunkPlan(layout(n_obs), rng_.key(epoch, static_cast<std::uint64_t>(Purpose::chunk_order)),
+                     rng_.key(epoch, static_cast<std::uint64_t>(Purpose::positions)));
+  }
+
+  /// The requests of epoch `epoch()` over `n_obs` observations (worker `worker`'s share of
+  /// them: requests `id, id + num_workers, ...`), from a restored point if one is pending; then
+  /// moves to the next epoch. Validates first: throws before anything is yielded.
+  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
+    check_worker(worker);
+    ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
+    const std::int64_t total = epoch_plan.n_batches();
+    const std::int64_t skip = cursor_.resume_point(worker);
+    range_type range(std::move(epoch_plan), {{0, total}}, {worker.id, worker.num_workers}, skip);
+    check_skip(skip, range.share_batches());
+    cursor_.start(worker);
+    return range;
+  }
+
+  /// The point after the first `batches_done` batches of the current epoch (the one the last
+  /// `sample()` played, counted from its start, or the next if none has since
+  /// `set_epoch`/`restore`); of the worker's share when sampled with a `WorkerInfo`.
+  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
+    const SamplerState result{.fingerprint = fingerprint(),
+                              .seed = rng_.seed(),
+                              .epoch = cursor_.current(),
+                              .batches_done = batches_done,
+                              .num_workers = cursor_.worker().num_workers,
+                              .worker = cursor_.worker().id};
+    result.check();
+    return result;
+  }
+
+  /// Makes the next `sample()` continue exactly after `state`: its remaining batches equal those
+  /// of the uninterrupted epoch. Throws `std::invalid_argument` for a state of another
+  /// configuration or seed, or of a distributed sampler.
+  void restore(const SamplerState& state) {
+    state.check();
+    if (state.fingerprint != fingerprint())
+      throw_invalid("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
+                    Derived::name, state.fingerprint, fingerprint());
+    if (state.seed != rng_.seed())
+      throw_invalid("{}: restore: the state's seed ({}) is not this sampler's ({})", Derived::name, state.seed,
+                    rng_.seed());
+    if (state.world_size != 1 || state.plan_world_size != 1 || !state.runs.empty())
+      throw_invalid("{}: restore: the state is of a distributed sampler (world_size {}); restore it into one",
+                    Derived::name, state.world_size);
+    cursor_.restore(state);
+  }
+
+  /// A copy restricted to `shard.mask`, on the stream `rng().spawn(shard.stream)`, whose epochs
+  /// hold `shard.budget` positions (repeating rows when that exceeds the rows it may read).
   [[nodiscard]] Derived with_shard(const Shard& shard) const {
+    if (shard.budget < 1 || shard.budget > max_size)
+      throw_invalid("{}: a shard's budget ({}) must be in [1, 2^62]", Derived::name, shard.budget);
     Derived copy = static_cast<const Derived&>(*this);
     copy.config_.mask = shard.mask;
-    copy.rng_ = rng_.spawn(static_cast<std::uint64_t>(shard.rank));
-    if (config_.num_samples) {
-      std::int64_t share = *config_.num_samples / shard.world_size;
-      if (shard.equal_batches) share = round_down(share, config_.batch_size);
-      if (share < 1)
-        throw_invalid("{}: num_samples ({}) split over world_size ({}) leaves no {} per rank", Derived::name,
-                      *config_.num_samples, shard.world_size, shard.equal_batches ? "whole batch" : "observation");
-      copy.config_.num_samples = share;
-    }
+    copy.config_.budget = shard.budget;
+    copy.rng_ = rng_.spawn(shard.stream);
     return copy;
   }
 
@@ -115,7 +232,7 @@ class ChunkSamplerBase {
 
   ChunkConfig config_;
   Rng rng_;
-  std::uint64_t epoch_ = 0;
+  EpochCursor cursor_;
 
  private:
   void check_config() const {
@@ -146,7 +263,7 @@ class ChunkSamplerBase {
 
   [[nodiscard]] ChunkLayout layout(std::int64_t n_obs) const noexcept {
     const Slice range = resolved_mask(n_obs);
-    const std::int64_t budget = config_.num_samples.value_or(range.size());
+    const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
     return {.mask = range,
             .chunk_size = config_.chunk_size,
             .preload_nchunks = config_.preload_nchunks,

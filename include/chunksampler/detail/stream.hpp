@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/load_request.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace chunksampler::detail {
+
+/// Total batches in `runs`.
+[[nodiscard]] inline std::int64_t total_batches(std::span<const BatchRun> runs) noexcept {
+  std::int64_t total = 0;
+  for (const BatchRun& run : runs) total += run.size();
+  return total;
+}
+
+/// The runs of plan batches that positions `[from, to)` of the concatenation of `runs` cover.
+inline void cut_runs(std::span<const BatchRun> runs, std::int64_t from, std::int64_t to, std::vector<BatchRun>& out) {
+  std::int64_t offset = 0;
+  for (const BatchRun& run : runs) {
+    const std::int64_t lo = std::max(from, offset);
+    const std::int64_t hi = std::min(to, offset + run.size());
+    if (lo < hi) out.push_back({run.begin + (lo - offset), run.begin + (hi - offset)});
+    offset += run.size();
+    if (offset >= to) break;
+  }
+}
+
+/// Which worker of how many reads a stream.
+struct WorkerSlot {
+  std::int64_t id = 0;
+  std::int64_t count = 1;
+};
+
+/// The requests a sampler yields: the batches of `runs` (in order) of a plan, cut into pieces
+/// at request boundaries, one `LoadRequest` per piece. A piece lists its request's chunks and
+/// only its own batches. With workers, worker `i` of `k` takes pieces `i, i + k, ...`; `skip`
+/// batches of that share are passed over first, which costs O(runs + log n), not O(skip).
+///
+/// The range owns its plan, runs and buffers, so it outlives the sampler that made it; a
+/// yielded `const LoadRequest&` stays valid until the iterator advances.
+template <EpochPlan Plan>
+class StreamRange {
+ public:
+  class iterator {
+   public:
+    using value_type = LoadRequest;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    iterator() = default;
+    explicit iterator(StreamRange* range) noexcept : range_(range) {}
+
+    [[nodiscard]] const LoadRequest& operator*() const noexcept { return range_->current_; }
+    [[nodiscard]] const LoadRequest* operator->() const noexcept { return &range_->current_; }
+    iterator& operator++() {
+      range_->advance();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    [[nodiscard]] friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return it.at_end(); }
+
+   private:
+    [[nodiscard]] bool at_end() const noexcept { return range_->run_ >= range_->runs_.size(); }
+    StreamRange* range_ = nullptr;
+  };
+
+  StreamRange(Plan plan, std::vector<BatchRun> runs, WorkerSlot worker = {}, std::int64_t skip = 0)
+      : plan_(std::move(plan)), runs_(std::move(runs)), worker_(worker), skip_(skip) {}
+
+  StreamRange(StreamRange&&) noexcept = default;
+  StreamRange& operator=(StreamRange&&) noexcept = default;
+  // Iterators point at their range: a copy would not be theirs, so forbid it as input views do.
+  StreamRange(const StreamRange&) = delete;
+  StreamRange& operator=(const StreamRange&) = delete;
+  ~StreamRange() = default;
+
+  /// Starts the stream; call once, as for any input range.
+  [[nodiscard]] iterator begin() {
+    if (!started_) {
+      started_ = true;
+      buffers_.chunks.reserve(static_cast<std::size_t>(plan_.max_chunks()));
+      buffers_.positions.reserve(static_cast<std::size_t>(plan_.max_positions()));
+      seek(skip_);
+      load();
+    }
+    return iterator(this);
+  }
+  [[nodiscard]] static std::default_sentinel_t end() noexcept { return {}; }
+
+  /// Batches this stream yields in all (after the skip).
+  [[nodiscard]] std::int64_t n_batches() const noexcept { return share_batches() - skip_; }
+  [[nodiscard]] const Plan& plan() const noexcept { return plan_; }
+
+  /// Batches the worker's share of the stream holds, before any skip.
+  [[nodiscard]] std::int64_t share_batches() const noexcept {
+    std::int64_t total = 0;
+    std::int64_t pieces_before = 0;
+    for (const BatchRun& run : runs_) {
+      total += share_in_run(run, pieces_before, piece_count(run));
+      pieces_before += piece_count(run);
+    }
+    return total;
+  }
+
+ private:
+  // Pieces of a run: one per request it touches.
+  [[nodiscard]] std::int64_t piece_count(const BatchRun& run) const noexcept {
+    return run.size() == 0 ? 0 : plan_.request_of(run.end - 1) - plan_.request_of(run.begin) + 1;
+  }
+  // Batches of piece j of a run.
+  [[nodiscard]] std::int64_t piece_batches(const BatchRun& run, std::int64_t j) const noexcept {
+    const std::int64_t k = plan_.request_of(run.begin) + j;
+    return std::min(run.end, plan_.request_begin(k + 1)) - std::max(run.begin, plan_.request_begin(k));
+  }
+  // The run's pieces that belong to this worker: j = first, first + count, ... (< n).
+  [[nodiscard]] std::int64_t first_piece(std::int64_t pieces_before) const noexcept {
+    const std::int64_t r = pieces_before % worker_.count;
+    return r <= worker_.id ? worker_.id - r : worker_.id - r + worker_.count;
+  }
+  // Batches in the worker's first t pieces of a run. Pieces are whole requests but for the
+  // run's first and last and the plan's last request, so this is O(1) from the full size.
+  [[nodiscard]] std::int64_t share_before(const BatchRun& run, std::int64_t pieces_before, std::int64_t t) const noexcept {
+    if (t <= 0) return 0;
+    const std::int64_t n = piece_count(run);
+    const std::int64_t first = first_piece(pieces_before);
+    const std::int64_t full = plan_.request_begin(1) - plan_.request_begin(0);
+    std::int64_t total = t * full;
+    const std::int64_t last_mine = first + (t - 1) * worker_.count;
+    // Correct the pieces that may not be full: j = 0, j = n - 1, and the plan's last request.
+    std::int64_t irregular[3] = {0, n - 1, plan_.n_requests() - 1 - plan_.request_of(run.begin)};
+    std::sort(std::begin(irregular), std::end(irregular));
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::int64_t j = irregular[i];
+      if (i > 0 && j == irregular[i - 1]) continue;
+      if (j < first || j > last_mine || j >= n || (j - first) % worker_.count != 0) continue;
+      total += piece_batches(run, j) - full;
+    }
+    return total;
+  }
+  [[nodiscard]] std::int64_t share_in_run(const BatchRun& run, std::int64_t pieces_before, std::int64_t n) const noexcept {
+    const std::int64_t first = first_piece(pieces_before);
+    const std::int64_t mine = first < n ? (n - 1 - first) / worker_.count + 1 : 0;
+    return share_before(run, pieces_before, mine);
+  }
+
+  // Positions the cursor at batch `skip` of the worker's share.
+  void seek(std::int64_t skip) {
+    std::int64_t pieces_before = 0;
+    for (run_ = 0; run_ < runs_.size(); ++run_) {
+      const BatchRun& run = runs_[run_];
+      const std::int64_t n = piece_count(run);
+      const std::int64_t in_run = share_in_run(run, pieces_before, n);
+      if (skip < in_run) {
+        // The worker's piece t holding batch `skip`: the last t with share_before(t) <= skip.
+        std::int64_t lo = 0;
+        std::int64_t hi = (n - 1 - first_piece(pieces_before)) / worker_.count;
+        while (lo < hi) {
+          const std::int64_t mid = lo + (hi - lo + 1) / 2;
+          if (share_before(run, pieces_before, mid) <= skip) lo = mid;
+          else hi = mid - 1;
+        }
+        piece_ = first_piece(pieces_before) + lo * worker_.count;
+        skip_in_piece_ = skip - share_before(run, pieces_before, lo);
+        return;
+      }
+      skip -= in_run;
+      pieces_before += n;
+    }
+  }
+
+  void advance() {
+    skip_in_piece_ = 0;
+    piece_ += worker_.count;
+    load();
+  }
+
+  // Moves to the worker's next piece at or after (run_, piece_) and fills it.
+  void load() {
+    while (run_ < runs_.size()) {
+      const std::int64_t n = piece_count(runs_[run_]);
+      if (piece_ < n) break;
+      piece_ -= n;
+      ++run_;
+    }
+    if (run_ >= runs_.size()) return;
+    const BatchRun& run = runs_[run_];
+    const std::int64_t k = plan_.request_of(run.begin) + piece_;
+    const std::int64_t request_begin = plan_.request_begin(k);
+    const std::int64_t from = std::max(run.begin, request_begin) - request_begin + skip_in_piece_;
+    const std::int64_t to = std::min(run.end, plan_.request_begin(k + 1)) - request_begin;
+    plan_.fill(k, buffers_);
+    const auto size = static_cast<std::int64_t>(buffers_.positions.size());
+    const std::int64_t b = plan_.batch_size();
+    const std::span<const std::int64_t> positions(buffers_.positions);
+    current_.chunks = std::span<const Slice>(buffers_.chunks);
+    current_.splits = Splits(positions.subspan(static_cast<std::size_t>(from * b),
+                                               static_cast<std::size_t>(std::min(to * b, size) - from * b)),
+                             b);
+  }
+
+  Plan plan_;
+  std::vector<BatchRun> runs_;
+  WorkerSlot worker_;
+  std::int64_t skip_;
+  bool started_ = false;
+  std::size_t run_ = 0;              // the run being read
+  std::int64_t piece_ = 0;           // the piece of that run being read
+  std::int64_t skip_in_piece_ = 0;   // batches of the first piece already consumed
+  RequestBuffers buffers_;
+  LoadRequest current_;
+};
+
+}  // namespace chunksampler::detail

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/errors.hpp>
+
+#include <cstdint>
+
+namespace chunksampler {
+
+/// Which data-loading worker inside a rank is asking, as torch's `get_worker_info()`.
+///
+///     for (const cs::LoadRequest& r : sampler.sample(n_obs, cs::WorkerInfo{.id = 1, .num_workers = 4})) ...
+struct WorkerInfo {
+  std::int64_t id = 0;           ///< this worker, in [0, num_workers)
+  std::int64_t num_workers = 1;  ///< workers of the rank, >= 1
+
+  friend constexpr bool operator==(const WorkerInfo&, const WorkerInfo&) noexcept = default;
+};
+
+namespace detail {
+inline void check_worker(const WorkerInfo& worker) {
+  if (worker.num_workers < 1) throw_invalid("WorkerInfo: num_workers ({}) must be >= 1", worker.num_workers);
+  if (worker.id < 0 || worker.id >= worker.num_workers)
+    throw_invalid("WorkerInfo: id ({}) must be in [0, num_workers) = [0, {})", worker.id, worker.num_workers);
+}
+}  // namespace detail
+
+}  // namespace chunksampler
