@@ -244,10 +244,11 @@ class DistributedSampler {
     const bool odd = epoch % 2 == 1;
     const auto too_small = [&](std::int64_t have) {
       detail::throw_invalid(
-          "DistributedSampler: {} ({}) over world_size ({}) leave {} per rank (batch_size {}, "
+          "DistributedSampler: {} over world_size ({}) leave {} per rank (batch_size {}, "
           "enforce_equal_batches {}); every rank needs at least {}",
-          have == size ? "the observations" : "num_samples", have, world, have / world, sampler_.batch_size(),
-          options_.enforce_equal_batches, options_.enforce_equal_batches ? "one whole batch" : "one observation");
+          have == size ? fmt::format("{} observations", have) : fmt::format("num_samples ({})", have), world,
+          have / world, sampler_.batch_size(), options_.enforce_equal_batches,
+          options_.enforce_equal_batches ? "one whole batch" : "one observation");
     };
     if (options_.mode == ShardMode::global) {
       const std::int64_t u = unit(world);
