@@ -176,7 +176,8 @@ class DistributedSampler {
                         .world_size = info_.world_size,
                         .plan_world_size = info_.world_size,
                         .num_workers = cursor_.worker().num_workers,
-                        .worker = cursor_.worker().id};
+                        .worker = cursor_.worker().id,
+                        .runs = {}};
     if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
       result.plan_world_size = active_plan_world_size_;
       result.runs = active_base_;

@@ -192,8 +192,11 @@ class ChunkSamplerBase {
                               .seed = rng_.seed(),
                               .epoch = cursor_.current(),
                               .batches_done = batches_done,
+                              .world_size = 1,
+                              .plan_world_size = 1,
                               .num_workers = cursor_.worker().num_workers,
-                              .worker = cursor_.worker().id};
+                              .worker = cursor_.worker().id,
+                              .runs = {}};
     result.check();
     return result;
   }
