@@ -46,9 +46,11 @@ enum class Remainder {
 
 /// Options of `DistributedSampler`.
 struct DistributedOptions {
-  /// Every rank yields the same number of full batches (the remainder policy says how); without
-  /// it, nothing is left out or padded and ranks may differ by a short last batch (contiguous)
-  /// or one batch (global).
+  /// Every rank yields the same number of full batches (the remainder policy says how). Without
+  /// it, shares are cut at single observations instead of whole batches: in contiguous mode every
+  /// rank reads `size / world_size` rows (drop and rotate leave out fewer than `world_size`, pad
+  /// repeats fewer) and the last batch may be short; in global mode nothing is left out or
+  /// repeated and ranks may differ by one batch.
   bool enforce_equal_batches = true;
   ShardMode mode = ShardMode::contiguous;  ///< how ranks split the data
   Remainder remainder = Remainder::drop;   ///< what becomes of the uneven rest
@@ -155,13 +157,15 @@ class DistributedSampler {
     detail::check_worker(worker);
     const std::optional<SamplerState>& resume = cursor_.pending();
     const bool elastic = resume && resume->world_size != info_.world_size;
-    const std::int64_t skip = elastic ? 0 : cursor_.resume_point(worker);
+    // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
+    const std::int64_t skip = elastic ? 0 : cursor_.resume_point(worker) - (resume ? resume->dealt_at : 0);
     Layout l = layout(n_obs, cursor_.next(), resume);
     range_type range(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}, skip);
     detail::check_skip(skip, range.share_batches());
     cursor_.start(worker);
     active_plan_world_size_ = l.plan_world_size;
     active_base_ = std::move(l.base);
+    active_dealt_at_ = l.dealt_at;
     return range;
   }
 
@@ -177,10 +181,17 @@ class DistributedSampler {
                         .plan_world_size = info_.world_size,
                         .num_workers = cursor_.worker().num_workers,
                         .worker = cursor_.worker().id,
-                        .runs = {}};
+                        .runs = std::nullopt,
+                        .dealt_at = 0};
     if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
       result.plan_world_size = active_plan_world_size_;
       result.runs = active_base_;
+      result.dealt_at = active_dealt_at_;
+      if (batches_done < active_dealt_at_)
+        detail::throw_invalid(
+            "DistributedSampler: state: batches_done ({}) counts from the epoch's start and cannot be below the {} "
+            "batches read before the restart",
+            batches_done, active_dealt_at_);
     }
     result.check();
     return result;
@@ -203,7 +214,7 @@ class DistributedSampler {
     if (state.seed != seed())
       detail::throw_invalid("DistributedSampler: restore: the state's seed ({}) is not this sampler's ({})",
                             state.seed, seed());
-    if (options_.mode == ShardMode::contiguous && (state.plan_world_size != state.world_size || !state.runs.empty()))
+    if (options_.mode == ShardMode::contiguous && (state.plan_world_size != state.world_size || state.runs))
       detail::throw_invalid("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
     if (state.world_size != info_.world_size && state.num_workers != 1)
       detail::throw_invalid(
@@ -219,8 +230,9 @@ class DistributedSampler {
 
   struct Layout {
     plan_type plan;
-    std::vector<BatchRun> runs;  // this rank's batches of the plan
-    std::vector<BatchRun> base;  // global mode: the batches the ranks were dealt (empty: all)
+    std::vector<BatchRun> runs;                // this rank's batches of the plan
+    std::optional<std::vector<BatchRun>> base;  // global mode: the batches the ranks were dealt (nullopt: all)
+    std::int64_t dealt_at;                     // batches of the epoch each rank had read when they were dealt
     std::int64_t plan_world_size;
   };
 
@@ -311,23 +323,29 @@ class DistributedSampler {
     plan_type plan = sampler_.with_shard(my_part).plan(n_obs, epoch);
     const std::int64_t n = plan.n_batches();
     if (options_.mode == ShardMode::contiguous)
-      return {.plan = std::move(plan), .runs = {{0, n}}, .base = {}, .plan_world_size = plan_world_size};
+      return {.plan = std::move(plan), .runs = {{0, n}}, .base = std::nullopt, .dealt_at = 0,
+              .plan_world_size = plan_world_size};
 
-    std::vector<BatchRun> base = resume && !resume->runs.empty() ? resume->runs : std::vector<BatchRun>{{0, n}};
-    if (base.back().end > n)
+    const bool dealt = resume && resume->runs;
+    std::vector<BatchRun> base = dealt ? *resume->runs : std::vector<BatchRun>{{0, n}};
+    std::int64_t dealt_at = dealt ? resume->dealt_at : 0;
+    if (!base.empty() && base.back().end > n)
       detail::throw_invalid("DistributedSampler: restore: the state's runs end at batch {}, the epoch has {}",
                             base.back().end, n);
-    if (resume && resume->world_size != info_.world_size) {
+    const bool elastic = resume && resume->world_size != info_.world_size;
+    if (elastic) {
       // Elastic restart: the old ranks' unread batches, in their order, are the new ranks' epoch.
       const std::int64_t total = detail::total_batches(base);
+      const std::int64_t read = resume->batches_done - dealt_at;
       std::vector<BatchRun> left;
       for (std::int64_t r = 0; r < resume->world_size; ++r) {
         const BatchRun b = block(total, resume->world_size, r);
-        const std::int64_t from = b.begin + std::min(resume->batches_done, b.size());
+        const std::int64_t from = b.begin + std::min(read, b.size());
         const std::int64_t to = std::min(b.end, total);
         if (from < to) detail::cut_runs(base, from, to, left);
       }
       base = std::move(left);
+      dealt_at = resume->batches_done;
     }
     std::vector<BatchRun> runs;
     const std::int64_t total = detail::total_batches(base);
@@ -340,8 +358,10 @@ class DistributedSampler {
         at += length;
       }
     }
-    if (base.size() == 1 && base.front() == BatchRun{0, n}) base.clear();
-    return {.plan = std::move(plan), .runs = std::move(runs), .base = std::move(base), .plan_world_size = plan_world_size};
+    std::optional<std::vector<BatchRun>> dealt_runs;
+    if (dealt || elastic) dealt_runs = std::move(base);
+    return {.plan = std::move(plan), .runs = std::move(runs), .base = std::move(dealt_runs), .dealt_at = dealt_at,
+            .plan_world_size = plan_world_size};
   }
 
   S sampler_;
@@ -349,7 +369,8 @@ class DistributedSampler {
   DistributedOptions options_;
   detail::EpochCursor cursor_;
   std::int64_t active_plan_world_size_ = 1;
-  std::vector<BatchRun> active_base_;
+  std::optional<std::vector<BatchRun>> active_base_;
+  std::int64_t active_dealt_at_ = 0;
 };
 
 }  // namespace chunksampler

@@ -9,8 +9,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -33,20 +34,25 @@ struct SamplerState {
   std::int64_t plan_world_size = 1;  ///< ranks the epoch's plan was laid out for (global mode)
   std::int64_t num_workers = 1;   ///< workers per rank the stream was split among
   std::int64_t worker = 0;        ///< the worker the state is of
-  std::vector<BatchRun> runs;     ///< global mode: the epoch's batches left when the ranks began; empty: all
+  /// Global mode: the epoch's plan batches the ranks were dealt, after `dealt_at` batches of the
+  /// epoch had been read (an elastic restart re-deals what is left); `std::nullopt`: all of them.
+  std::optional<std::vector<BatchRun>> runs = std::nullopt;
+  std::int64_t dealt_at = 0;      ///< batches of the epoch each rank had read when `runs` were dealt
 
   friend bool operator==(const SamplerState&, const SamplerState&) = default;
 
   /// One line of text: `chunksampler-state/1 fingerprint=<hex> seed=.. epoch=.. batches=..
-  /// world_size=.. plan_world_size=.. workers=.. worker=.. runs=<b>-<e>,...` (`runs=-` for none).
+  /// world_size=.. plan_world_size=.. workers=.. worker=.. runs=<b>-<e>,... dealt_at=..`, where
+  /// `runs=all` is every batch and `runs=none` no batch.
   [[nodiscard]] std::string to_string() const {
-    std::string runs_text;
-    for (const BatchRun& run : runs) fmt::format_to(std::back_inserter(runs_text), "{}{}-{}", runs_text.empty() ? "" : ",", run.begin, run.end);
+    std::string runs_text = runs ? "" : "all";
+    if (runs && runs->empty()) runs_text = "none";
+    for (const BatchRun& run : runs.value_or(std::vector<BatchRun>{}))
+      fmt::format_to(std::back_inserter(runs_text), "{}{}-{}", runs_text.empty() ? "" : ",", run.begin, run.end);
     return fmt::format(
         "chunksampler-state/1 fingerprint={:016x} seed={} epoch={} batches={} world_size={} plan_world_size={} "
-        "workers={} worker={} runs={}",
-        fingerprint, seed, epoch, batches_done, world_size, plan_world_size, num_workers, worker,
-        runs_text.empty() ? "-" : runs_text);
+        "workers={} worker={} runs={} dealt_at={}",
+        fingerprint, seed, epoch, batches_done, world_size, plan_world_size, num_workers, worker, runs_text, dealt_at);
   }
 
   /// Reads `to_string()`'s text back; throws `std::invalid_argument` naming the first field
@@ -64,6 +70,7 @@ struct SamplerState {
     state.num_workers = reader.field<std::int64_t>("workers", 10);
     state.worker = reader.field<std::int64_t>("worker", 10);
     state.runs = reader.runs();
+    state.dealt_at = reader.field<std::int64_t>("dealt_at", 10);
     reader.expect_end();
     state.check();
     return state;
@@ -81,8 +88,12 @@ struct SamplerState {
       detail::throw_invalid("SamplerState: workers ({}) must be in [1, 2^62]", num_workers);
     if (worker < 0 || worker >= num_workers)
       detail::throw_invalid("SamplerState: worker ({}) must be in [0, workers) = [0, {})", worker, num_workers);
+    if (dealt_at < 0 || dealt_at > batches_done)
+      detail::throw_invalid("SamplerState: dealt_at ({}) must be in [0, batches] = [0, {}]", dealt_at, batches_done);
+    if (!runs && dealt_at != 0)
+      detail::throw_invalid("SamplerState: dealt_at ({}) must be 0 when runs=all", dealt_at);
     std::int64_t previous_end = 0;
-    for (const BatchRun& run : runs) {
+    for (const BatchRun& run : runs.value_or(std::vector<BatchRun>{})) {
       if (run.begin < previous_end || run.begin >= run.end || run.end > detail::max_size)
         detail::throw_invalid("SamplerState: run {}-{} must be non-empty, ordered after {} and end <= 2^62",
                               run.begin, run.end, previous_end);
@@ -125,10 +136,11 @@ struct SamplerState {
     T field(std::string_view key, int base) {
       return number<T>(key, value(key), base);
     }
-    std::vector<BatchRun> runs() {
+    std::optional<std::vector<BatchRun>> runs() {
       const std::string_view text = value("runs");
+      if (text == "all") return std::nullopt;
       std::vector<BatchRun> result;
-      if (text == "-") return result;
+      if (text == "none") return result;
       std::size_t from = 0;
       while (from <= text.size()) {
         const std::size_t comma = std::min(text.find(',', from), text.size());

@@ -62,6 +62,7 @@ class EpochCursor {
     next_ = state.epoch;
     current_.reset();
     resume_ = state;
+    worker_ = {.id = state.worker, .num_workers = state.num_workers};
   }
   /// The batches the next epoch's stream skips: a restored state's, else 0. Throws if that
   /// state is of another worker.
@@ -139,7 +140,8 @@ class ChunkSamplerBase {
     if (config_.replacement && range.size() < config_.chunk_size)
       throw_invalid("{}: with replacement the sampled range ({} observations) must hold one chunk (chunk_size {})",
                     Derived::name, range.size(), config_.chunk_size);
-    if (!config_.replacement && config_.num_samples && *config_.num_samples > range.size())
+    // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
+    if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > range.size())
       throw_invalid("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
                     Derived::name, *config_.num_samples, range.size());
   }
@@ -196,7 +198,8 @@ class ChunkSamplerBase {
                               .plan_world_size = 1,
                               .num_workers = cursor_.worker().num_workers,
                               .worker = cursor_.worker().id,
-                              .runs = {}};
+                              .runs = std::nullopt,
+                              .dealt_at = 0};
     result.check();
     return result;
   }
@@ -212,7 +215,7 @@ class ChunkSamplerBase {
     if (state.seed != rng_.seed())
       throw_invalid("{}: restore: the state's seed ({}) is not this sampler's ({})", Derived::name, state.seed,
                     rng_.seed());
-    if (state.world_size != 1 || state.plan_world_size != 1 || !state.runs.empty())
+    if (state.world_size != 1 || state.plan_world_size != 1 || state.runs)
       throw_invalid("{}: restore: the state is of a distributed sampler (world_size {}); restore it into one",
                     Derived::name, state.world_size);
     cursor_.restore(state);
