@@ -2,11 +2,16 @@
 #pragma once
 
 // Shared helpers of the sampler tests: owning copies of requests, an epoch walker that maps every
-// batch position through its request's chunks to an observation, and a seeded config generator.
+// batch position through its request's chunks to an observation, seeded integers, and a random
+// sampler configuration (with a generator of configurations every sampler can serve).
 
+#include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
+#include <chunksampler/random_sampler.hpp>
+#include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 
+#include <fmt/format.h>
 #include <pcg_random.hpp>
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -202,5 +208,127 @@ class ConfigRng {
 
 /// `ceil(a / b)` for the expected values the tests compute from the specification.
 [[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// Every batch of `requests`, in yield order, as the observations it trains on (each position
+/// mapped through its own request's chunks; -1 for a position outside the buffer).
+[[nodiscard]] inline std::vector<std::vector<std::int64_t>> observations(const std::vector<OwnedRequest>& requests) {
+  std::vector<std::vector<std::int64_t>> batches;
+  for (const OwnedRequest& request : requests)
+    for (const auto& batch : request.batches) {
+      std::vector<std::int64_t>& obs = batches.emplace_back();
+      for (const std::int64_t position : batch) obs.push_back(observation_at(request.chunks, position).value_or(-1));
+    }
+  return batches;
+}
+
+/// A sampler configuration: the options of `RandomSampler` (or `SequentialSampler`), the dataset
+/// size, and those of a `DistributedSampler` around it.
+struct Config {
+  std::int64_t chunk = 1;
+  std::int64_t preload = 1;
+  std::int64_t batch = 1;
+  std::int64_t n_obs = 1;
+  std::optional<cs::Slice> mask;
+  bool drop_last = false;
+  bool sequential = false;  ///< a SequentialSampler (ignores replacement and num_samples)
+  bool replacement = false;
+  std::optional<std::int64_t> num_samples;
+  std::uint64_t seed = 0;
+  bool enforce = true;  ///< DistributedOptions::enforce_equal_batches
+  std::int64_t world = 1;
+  cs::ShardMode mode = cs::ShardMode::contiguous;
+  cs::Remainder remainder = cs::Remainder::drop;
+
+  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
+  [[nodiscard]] cs::RandomOptions options() const {
+    return {.chunk_size = chunk,
+            .preload_nchunks = preload,
+            .batch_size = batch,
+            .drop_last = drop_last,
+            .mask = mask,
+            .seed = seed,
+            .replacement = replacement,
+            .num_samples = num_samples};
+  }
+  [[nodiscard]] cs::SequentialOptions sequential_options() const {
+    return {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .drop_last = drop_last, .mask = mask,
+            .seed = seed};
+  }
+  [[nodiscard]] cs::DistributedOptions dist_options() const {
+    return {.enforce_equal_batches = enforce, .mode = mode, .remainder = remainder};
+  }
+  /// Observations per rank in contiguous mode with `Remainder::drop`, from the specification.
+  [[nodiscard]] std::int64_t per_rank() const {
+    const std::int64_t per = range().size() / world;
+    return enforce ? per / batch * batch : per;
+  }
+  /// Calls `f` with the configured base sampler: a `RandomSampler`, or a `SequentialSampler`.
+  template <class F>
+  decltype(auto) with_base(F&& f) const {
+    if (sequential) return std::forward<F>(f)(cs::SequentialSampler(sequential_options()));
+    return std::forward<F>(f)(cs::RandomSampler(options()));
+  }
+  [[nodiscard]] bool distributed() const {
+    return world > 1 || !enforce || mode != cs::ShardMode::contiguous || remainder != cs::Remainder::drop;
+  }
+  [[nodiscard]] std::string describe() const {
+    std::string text = fmt::format(
+        "{} chunk {} preload {} batch {} n_obs {} mask {} drop_last {} replacement {} num_samples {} seed {}",
+        sequential ? "sequential" : "random", chunk, preload, batch, n_obs,
+        mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last, replacement,
+        num_samples ? std::to_string(*num_samples) : std::string("none"), seed);
+    const char* policy =
+        remainder == cs::Remainder::drop ? "drop" : (remainder == cs::Remainder::pad ? "pad" : "rotate");
+    if (distributed())
+      text += fmt::format(" | world {} mode {} remainder {} enforce {}", world,
+                          mode == cs::ShardMode::global ? "global" : "contiguous", policy, enforce);
+    return text;
+  }
+};
+
+/// What `servable_config` may draw.
+struct ConfigRanges {
+  std::int64_t max_chunk = 8;
+  std::int64_t max_preload = 4;
+  std::int64_t max_extra_obs = 120;  ///< observations drawn above the least the configuration needs
+  std::int64_t max_world = 1;        ///< > 1: a DistributedSampler's world size, mode and remainder
+  bool sequential = true;            ///< SequentialSampler may be drawn
+  bool sampling = true;              ///< RandomSampler's replacement and num_samples may be drawn
+};
+
+/// A random configuration every sampler it describes can serve: the range holds at least two
+/// whole batches and two chunks per rank, so every shard of every mode and remainder policy is
+/// non-empty, and with replacement holds a chunk.
+[[nodiscard]] inline Config servable_config(ConfigRng& g, const ConfigRanges& r) {
+  Config c;
+  c.chunk = g.between(1, r.max_chunk);
+  c.preload = g.between(1, r.max_preload);
+  c.batch = g.divisor_of(c.chunk * c.preload);
+  c.sequential = r.sequential && g.between(0, 3) == 0;
+  if (r.max_world > 1) {
+    c.world = g.between(1, r.max_world);
+    c.mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
+    constexpr cs::Remainder remainders[] = {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate};
+    c.remainder = remainders[g.between(0, 2)];
+    c.enforce = g.between(0, 3) != 0;
+  }
+  const std::int64_t least = 2 * c.world * std::max(c.batch, c.chunk);
+  const std::int64_t size = least + g.between(0, r.max_extra_obs);
+  const std::int64_t start = g.coin() ? g.between(0, 40) : 0;
+  const std::int64_t after = g.coin() ? g.between(0, 40) : 0;
+  c.n_obs = start + size + after;
+  if (start != 0 || after != 0 || g.coin()) c.mask = cs::Slice{start, start + size};
+  c.drop_last = g.coin();
+  if (r.sampling && !c.sequential) {
+    c.replacement = g.between(0, 3) == 0;
+    if (g.coin()) {
+      // At least a whole batch per rank; without replacement at most the range.
+      const std::int64_t low = c.world * c.batch;
+      c.num_samples = g.between(low, c.replacement ? 3 * size : size);
+    }
+  }
+  c.seed = g.next();
+  return c;
+}
 
 }  // namespace support

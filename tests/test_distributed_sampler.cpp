@@ -26,38 +26,7 @@ namespace cs = chunksampler;
 using support::ceil_div;
 using Dist = cs::DistributedSampler<cs::RandomSampler>;
 
-struct DistConfig {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  bool enforce = true;
-  std::int64_t world = 1;
-  std::uint64_t seed = 0;
-
-  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
-  [[nodiscard]] cs::RandomOptions options() const {
-    return {.chunk_size = chunk,
-            .preload_nchunks = preload,
-            .batch_size = batch,
-            .drop_last = drop_last,
-            .mask = mask,
-            .seed = seed};
-  }
-  // Observations per rank, from the specification.
-  [[nodiscard]] std::int64_t per_rank() const {
-    const std::int64_t per = range().size() / world;
-    return enforce ? per / batch * batch : per;
-  }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} enforce {} world {} seed {}", chunk,
-                       preload, batch, n_obs,
-                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
-                       enforce, world, seed);
-  }
-};
+using DistConfig = support::Config;
 
 DistConfig random_config(support::ConfigRng& g) {
   DistConfig c;

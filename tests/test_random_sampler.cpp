@@ -22,30 +22,7 @@ namespace cs = chunksampler;
 using support::ceil_div;
 using support::ConfigRng;
 
-struct Config {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  std::uint64_t seed = 0;
-
-  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
-  [[nodiscard]] cs::RandomOptions options() const {
-    return {.chunk_size = chunk,
-            .preload_nchunks = preload,
-            .batch_size = batch,
-            .drop_last = drop_last,
-            .mask = mask,
-            .seed = seed};
-  }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} seed {}", chunk, preload, batch,
-                       n_obs, mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
-                       seed);
-  }
-};
+using support::Config;
 
 // Small sizes so hundreds of epochs run in well under a second; n_obs below the chunk and the
 // request size, masks of one observation and batch sizes of 1 all occur.

@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: MIT
+// DistributedSampler in ShardMode::global: one plan per epoch over the window all ranks share,
+// dealt in contiguous blocks of batches. Over random configurations and every remainder policy:
+// the window each policy promises, disjoint ranks and exact coverage (drop/rotate), every
+// observation plus the promised repeats (pad), equal full batches (enforce) or counts within one
+// (without), chunks of the window's partition, one shared chunk permutation (the ranks' batches
+// concatenate to the plan's; a request is listed by two ranks only at a block boundary), and
+// data that changes from epoch to epoch. Worked example: 107 observations on 3 ranks.
+
+#include <chunksampler/distributed_sampler.hpp>
+#include <chunksampler/load_request.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/random_sampler.hpp>
+
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace cs = chunksampler;
+using Dist = cs::DistributedSampler<cs::RandomSampler>;
+using Batches = std::vector<std::vector<std::int64_t>>;  // each batch as the observations it trains on
+using ChunkKey = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+constexpr std::uint64_t global_stream = ~std::uint64_t{0};
+
+[[nodiscard]] std::int64_t round_down(std::int64_t a, std::int64_t b) { return a / b * b; }
+[[nodiscard]] std::int64_t round_up(std::int64_t a, std::int64_t b) { return support::ceil_div(a, b) * b; }
+
+[[nodiscard]] const char* policy_name(cs::Remainder r) {
+  switch (r) {
+    case cs::Remainder::drop: return "drop";
+    case cs::Remainder::pad: return "pad";
+    case cs::Remainder::rotate: return "rotate";
+  }
+  return "?";
+}
+
+struct GlobalConfig {
+  std::int64_t chunk = 1;
+  std::int64_t preload = 1;
+  std::int64_t batch = 1;
+  std::int64_t n_obs = 1;
+  std::optional<cs::Slice> mask;
+  bool drop_last = false;
+  bool enforce = true;
+  std::int64_t world = 1;
+  cs::Remainder remainder = cs::Remainder::drop;
+  std::uint64_t seed = 0;
+
+  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
+  [[nodiscard]] std::int64_t size() const { return range().size(); }
+  [[nodiscard]] std::int64_t unit() const { return world * batch; }
+  [[nodiscard]] cs::RandomSampler base() const {
+    return cs::RandomSampler({.chunk_size = chunk,
+                              .preload_nchunks = preload,
+                              .batch_size = batch,
+                              .drop_last = drop_last,
+                              .mask = mask,
+                              .seed = seed});
+  }
+  [[nodiscard]] cs::DistributedOptions options() const {
+    return {.enforce_equal_batches = enforce, .mode = cs::ShardMode::global, .remainder = remainder};
+  }
+  [[nodiscard]] Dist rank(std::int64_t r) const { return Dist(base(), cs::DistInfo{.rank = r, .world_size = world}, options()); }
+
+  // Whether the job can be served: from the specification of each policy.
+  [[nodiscard]] bool servable() const {
+    if (!enforce) return size() >= world;
+    return remainder == cs::Remainder::pad || size() >= unit();
+  }
+  // The observations all ranks read together in `epoch`, and the positions the plan holds.
+  [[nodiscard]] cs::Slice window(std::uint64_t epoch) const {
+    const cs::Slice r = range();
+    if (!enforce || remainder == cs::Remainder::pad) return r;
+    const std::int64_t kept = round_down(size(), unit());
+    if (remainder == cs::Remainder::rotate && epoch % 2 == 1) return {r.stop - kept, r.stop};
+    return {r.start, r.start + kept};
+  }
+  [[nodiscard]] std::int64_t budget() const {
+    if (!enforce) return size();
+    if (remainder == cs::Remainder::pad) return round_up(size(), unit());
+    return round_down(size(), unit());
+  }
+  [[nodiscard]] std::string describe() const {
+    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} enforce {} world {} remainder {} seed {}",
+                       chunk, preload, batch, n_obs,
+                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
+                       enforce, world, policy_name(remainder), seed);
+  }
+};
+
+GlobalConfig random_config(support::ConfigRng& g) {
+  GlobalConfig c;
+  c.chunk = g.between(1, 8);
+  c.preload = g.between(1, 4);
+  c.batch = g.divisor_of(c.chunk * c.preload);
+  c.world = g.between(1, 8);
+  c.drop_last = g.coin();
+  c.enforce = g.between(0, 3) != 0;
+  c.remainder = static_cast<cs::Remainder>(g.between(0, 2));
+  c.seed = g.next();
+  // Mostly servable sizes, a few too small for the world.
+  const std::int64_t size = g.between(0, 9) == 0 ? g.between(1, c.world * c.batch) : g.between(1, 5 * c.unit() + 40);
+  if (g.coin()) {
+    const std::int64_t offset = g.between(0, 30);
+    c.mask = cs::Slice{offset, offset + size};
+    c.n_obs = offset + size + g.between(0, 30);
+  } else {
+    c.n_obs = size;
+  }
+  return c;
+}
+
+[[nodiscard]] Batches batches_of(const std::vector<support::OwnedRequest>& requests) {
+  Batches out;
+  for (const support::OwnedRequest& request : requests)
+    for (const auto& batch : request.batches) {
+      std::vector<std::int64_t>& obs = out.emplace_back();
+      for (const std::int64_t p : batch) obs.push_back(support::observation_at(request.chunks, p).value_or(-1));
+    }
+  return out;
+}
+
+[[nodiscard]] ChunkKey key_of(const std::vector<cs::Slice>& chunks) {
+  ChunkKey key;
+  for (const cs::Slice& c : chunks) key.emplace_back(c.start, c.stop);
+  return key;
+}
+
+// The epoch's plan over `window` on the stream every rank shares, as the specification lays it
+// out (`rng().spawn(~0)`), computed directly from the wrapped sampler.
+struct Reference {
+  Batches batches;
+  std::set<std::pair<std::int64_t, std::int64_t>> chunks;
+  std::int64_t max_request_batches = 0;
+};
+
+[[nodiscard]] Reference reference(const GlobalConfig& c, std::uint64_t epoch) {
+  const auto plan =
+      c.base().with_shard({.mask = c.window(epoch), .stream = global_stream, .budget = c.budget()}).plan(c.n_obs, epoch);
+  Reference ref;
+  cs::RequestBuffers buffers;
+  for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
+    plan.fill(k, buffers);
+    for (const cs::Slice& chunk : buffers.chunks) ref.chunks.emplace(chunk.start, chunk.stop);
+    const cs::Splits splits(buffers.positions, plan.batch_size());
+    for (const std::span<const std::int64_t> batch : splits) {
+      std::vector<std::int64_t>& obs = ref.batches.emplace_back();
+      for (const std::int64_t p : batch) obs.push_back(support::observation_at(buffers.chunks, p).value_or(-1));
+    }
+    ref.max_request_batches = std::max(ref.max_request_batches, plan.request_begin(k + 1) - plan.request_begin(k));
+  }
+  return ref;
+}
+
+// The chunks that partition `window`: full ones of `chunk` from its start, then the short tail.
+[[nodiscard]] std::set<std::pair<std::int64_t, std::int64_t>> partition(cs::Slice window, std::int64_t chunk) {
+  std::set<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t s = window.start; s < window.stop; s += chunk) out.emplace(s, std::min(s + chunk, window.stop));
+  return out;
+}
+
+[[nodiscard]] std::set<std::int64_t> observation_set(const Batches& batches) {
+  std::set<std::int64_t> out;
+  for (const auto& b : batches) out.insert(b.begin(), b.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Global mode over random configurations: windows, coverage, equal batches, one shared plan",
+          "[distributed][global]") {
+  support::ConfigRng g(20260311);
+  int served = 0;
+  int shared_requests_seen = 0;
+  int nontrivial = 0;
+  int changed_next = 0;
+  int changed_even = 0;
+  int padded = 0;
+  for (int trial = 0; trial < 260; ++trial) {
+    const GlobalConfig c = random_config(g);
+    INFO(c.describe());
+    std::vector<Dist> ranks;
+    for (std::int64_t r = 0; r < c.world; ++r) ranks.push_back(c.rank(r));
+
+    if (!c.servable()) {
+      for (Dist& d : ranks) {
+        CHECK_THROWS_AS(d.n_batches(c.n_obs), std::invalid_argument);
+        CHECK_THROWS_AS(d.sample(c.n_obs), std::invalid_argument);
+        CHECK(d.epoch() == 0);
+      }
+      continue;
+    }
+    ++served;
+    const cs::Slice range = c.range();
+    std::vector<std::set<std::int64_t>> rank0_sets;
+    for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+      INFO("epoch " << epoch);
+      const cs::Slice window = c.window(epoch);
+      const Reference ref = reference(c, epoch);
+      const auto total = static_cast<std::int64_t>(ref.batches.size());
+
+      std::vector<std::vector<support::OwnedRequest>> requests;
+      std::vector<Batches> batches;
+      for (std::int64_t r = 0; r < c.world; ++r) {
+        Dist& d = ranks[static_cast<std::size_t>(r)];
+        CHECK(d.epoch() == epoch);
+        CHECK(d.shard(c.n_obs) == window);
+        CHECK(d.rng() == cs::Rng(c.seed).spawn(global_stream));
+        const std::int64_t announced = d.n_batches(c.n_obs);
+        requests.push_back(support::epoch(d, c.n_obs));
+        batches.push_back(batches_of(requests.back()));
+        CHECK(static_cast<std::int64_t>(batches.back().size()) == announced);
+      }
+
+      // Batch counts: equal and full with enforce_equal_batches, within one of each other without.
+      std::int64_t fewest = total;
+      std::int64_t most = 0;
+      for (std::int64_t r = 0; r < c.world; ++r) {
+        INFO("rank " << r);
+        const Batches& mine = batches[static_cast<std::size_t>(r)];
+        const auto n = static_cast<std::int64_t>(mine.size());
+        fewest = std::min(fewest, n);
+        most = std::max(most, n);
+        if (c.enforce) {
+          CHECK(n == c.budget() / c.unit());
+          CHECK(std::ranges::all_of(mine, [&](const auto& b) { return static_cast<std::int64_t>(b.size()) == c.batch; }));
+        }
+      }
+      if (!c.enforce) {
+        const std::int64_t expected_total = c.drop_last ? c.size() / c.batch : support::ceil_div(c.size(), c.batch);
+        CHECK(total == expected_total);
+        CHECK(most - fewest <= 1);
+      }
+
+      // One plan: the ranks' batches, rank after rank, are the shared plan's batches in order.
+      Batches concatenated;
+      for (const Batches& b : batches) concatenated.insert(concatenated.end(), b.begin(), b.end());
+      CHECK(concatenated == ref.batches);
+
+      // Coverage of what each policy promises.
+      std::map<std::int64_t, std::int64_t> counts;
+      std::int64_t draws = 0;
+      for (const Batches& b : batches)
+        for (const auto& batch : b)
+          for (const std::int64_t obs : batch) {
+            ++counts[obs];
+            ++draws;
+          }
+      const bool all_inside =
+          std::ranges::all_of(counts, [&](const auto& kv) { return window.contains(kv.first); });
+      CHECK(all_inside);
+      if (c.enforce && c.remainder == cs::Remainder::pad) {
+        CHECK(static_cast<std::int64_t>(counts.size()) == range.size());  // every observation of the mask
+        CHECK(draws == round_up(c.size(), c.unit()));
+        CHECK(draws - range.size() == round_up(c.size(), c.unit()) - c.size());  // the repeats
+        if (draws > range.size()) ++padded;
+      } else if (c.enforce || !c.drop_last) {
+        // drop/rotate: the window exactly once; without enforce: the whole range exactly once.
+        CHECK(static_cast<std::int64_t>(counts.size()) == window.size());
+        CHECK(draws == window.size());
+      } else {
+        CHECK(static_cast<std::int64_t>(counts.size()) == draws);  // drop_last: fewer, none twice
+        CHECK(draws == round_down(c.size(), c.batch));
+      }
+
+      // Chunks: pieces of the window's partition; together the plan's chunk set.
+      const auto cells = partition(window, c.chunk);
+      std::map<ChunkKey, std::vector<std::int64_t>> listed_by;  // request -> ranks listing it
+      std::map<std::pair<std::int64_t, std::int64_t>, ChunkKey> request_of_chunk;
+      bool chunks_ok = true;
+      bool one_request_per_chunk = true;
+      bool listed_once_per_rank = true;
+      for (std::int64_t r = 0; r < c.world; ++r) {
+        std::set<ChunkKey> mine;
+        for (const support::OwnedRequest& request : requests[static_cast<std::size_t>(r)]) {
+          const ChunkKey key = key_of(request.chunks);
+          listed_once_per_rank = listed_once_per_rank && mine.insert(key).second;
+          listed_by[key].push_back(r);
+          for (const cs::Slice& chunk : request.chunks) {
+            chunks_ok = chunks_ok && !chunk.empty() && chunk.size() <= c.chunk && window.start <= chunk.start &&
+                        chunk.stop <= window.stop && cells.contains({chunk.start, chunk.stop});
+            const auto [it, fresh] = request_of_chunk.emplace(std::pair{chunk.start, chunk.stop}, key);
+            one_request_per_chunk = one_request_per_chunk && (fresh || it->second == key);
+          }
+        }
+      }
+      CHECK(chunks_ok);
+      CHECK(one_request_per_chunk);
+      CHECK(listed_once_per_rank);
+      std::set<std::pair<std::int64_t, std::int64_t>> union_of_chunks;
+      for (const auto& kv : request_of_chunk) union_of_chunks.insert(kv.first);
+      CHECK(union_of_chunks == ref.chunks);
+      if (c.enforce || !c.drop_last) CHECK(union_of_chunks == cells);
+
+      // A request two ranks list straddles their block boundary: neighbours only, at most W - 1
+      // extra listings in all, and never three ranks while a block holds >= a request's batches - 1.
+      std::int64_t extra = 0;
+      std::int64_t most_listings = 0;
+      bool neighbours = true;
+      for (const auto& [key, rs] : listed_by) {
+        extra += static_cast<std::int64_t>(rs.size()) - 1;
+        most_listings = std::max(most_listings, static_cast<std::int64_t>(rs.size()));
+        for (std::size_t i = 1; i < rs.size(); ++i) neighbours = neighbours && rs[i] == rs[i - 1] + 1;
+      }
+      if (most_listings > 1) ++shared_requests_seen;
+      CHECK(neighbours);
+      CHECK(extra <= c.world - 1);
+      if (ref.max_request_batches <= fewest + 1) CHECK(most_listings <= 2);
+
+      rank0_sets.push_back(observation_set(batches.front()));
+    }
+    // Data changes across epochs: for rank 0 with a few chunks of its own among several.
+    const std::int64_t full_chunks = round_down(c.size(), c.unit()) / c.chunk;
+    if (c.world >= 2 && full_chunks >= 2 * c.world) {
+      ++nontrivial;
+      if (rank0_sets[0] != rank0_sets[1]) ++changed_next;
+      if (rank0_sets[0] != rank0_sets[2]) ++changed_even;
+    }
+  }
+  INFO("served " << served << " shared " << shared_requests_seen << " nontrivial " << nontrivial << " changed "
+                 << changed_next << "/" << changed_even << " padded " << padded);
+  CHECK(served > 200);
+  CHECK(shared_requests_seen > 20);
+  CHECK(padded > 20);
+  CHECK(nontrivial > 40);
+  // A chance repeat of rank 0's set is at most 1/6 per configuration; a frozen order repeats always.
+  CHECK(changed_next * 10 >= nontrivial * 8);
+  CHECK(changed_even * 10 >= nontrivial * 8);
+}
+
+TEST_CASE("Global mode: a rank reads different, scattered chunks every epoch", "[distributed][global]") {
+  // 100 chunks of 10, 4 ranks of 25 chunks each: a repeated or contiguous set is (much) less
+  // likely than 1e-20 for a working permutation.
+  const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 5, .batch_size = 10, .seed = 3});
+  const cs::DistributedOptions options{.mode = cs::ShardMode::global};
+  for (std::int64_t r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    Dist d(base, cs::DistInfo{.rank = r, .world_size = 4}, options);
+    std::vector<std::set<std::int64_t>> sets;
+    for (int e = 0; e < 3; ++e) {
+      const Batches b = batches_of(support::epoch(d, 1000));
+      CHECK(b.size() == 25);
+      sets.push_back(observation_set(b));
+      CHECK(sets.back().size() == 250);
+      // Not a contiguous shard as contiguous mode would give.
+      CHECK(*sets.back().rbegin() - *sets.back().begin() > 250);
+    }
+    CHECK(sets[0] != sets[1]);
+    CHECK(sets[1] != sets[2]);
+    CHECK(sets[0] != sets[2]);
+  }
+}
+
+TEST_CASE("Global mode worked example: 107 observations, 3 ranks, chunk 10, batch 10", "[distributed][global]") {
+  const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 17});
+  struct Expected {
+    cs::Remainder remainder;
+    bool enforce;
+    cs::Slice window0;
+    cs::Slice window1;
+    std::vector<std::int64_t> batches;  // per rank
+    std::int64_t draws;
+  };
+  const std::vector<Expected> cases = {
+      {cs::Remainder::drop, true, {0, 90}, {0, 90}, {3, 3, 3}, 90},
+      {cs::Remainder::rotate, true, {0, 90}, {17, 107}, {3, 3, 3}, 90},
+      {cs::Remainder::pad, true, {0, 107}, {0, 107}, {4, 4, 4}, 120},
+      {cs::Remainder::drop, false, {0, 107}, {0, 107}, {4, 4, 3}, 107},
+  };
+  for (const Expected& e : cases) {
+    INFO(policy_name(e.remainder) << " enforce " << e.enforce);
+    for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+      INFO("epoch " << epoch);
+      const cs::Slice window = epoch == 0 ? e.window0 : e.window1;
+      std::map<std::int64_t, std::int64_t> counts;
+      std::int64_t draws = 0;
+      for (std::int64_t r = 0; r < 3; ++r) {
+        Dist d(base, cs::DistInfo{.rank = r, .world_size = 3},
+               {.enforce_equal_batches = e.enforce, .mode = cs::ShardMode::global, .remainder = e.remainder});
+        d.set_epoch(epoch);
+        CHECK(d.shard(107) == window);
+        CHECK(d.n_batches(107) == e.batches[static_cast<std::size_t>(r)]);
+        const Batches b = batches_of(support::epoch(d, 107));
+        CHECK(static_cast<std::int64_t>(b.size()) == e.batches[static_cast<std::size_t>(r)]);
+        for (const auto& batch : b)
+          for (const std::int64_t obs : batch) {
+            ++counts[obs];
+            ++draws;
+          }
+      }
+      CHECK(draws == e.draws);
+      CHECK(static_cast<std::int64_t>(counts.size()) == window.size());
+      CHECK(counts.begin()->first == window.start);
+      CHECK(counts.rbegin()->first == window.stop - 1);
+    }
+  }
+}

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: MIT
+// Workers inside a rank: sample(n_obs, WorkerInfo{i, k}) gives worker i the pieces i, i + k, ...
+// of the rank's stream. For k = 1..6 and random configurations of RandomSampler,
+// SequentialSampler and DistributedSampler (contiguous and global, every remainder policy): the
+// workers' shares together are exactly the rank's epoch (the same requests, batch for batch),
+// they are disjoint, each worker's n_batches(n_obs, WorkerInfo) is what it yields, a share is
+// the same however often it is computed, and an invalid WorkerInfo throws std::invalid_argument.
+
+#include <chunksampler/distributed_sampler.hpp>
+#include <chunksampler/random_sampler.hpp>
+#include <chunksampler/sequential_sampler.hpp>
+#include <chunksampler/worker_info.hpp>
+
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace cs = chunksampler;
+using Batch = std::vector<std::int64_t>;  // the observations one batch trains on
+using Requests = std::vector<support::OwnedRequest>;
+
+[[nodiscard]] std::vector<Batch> batches_of(const Requests& requests) {
+  std::vector<Batch> out;
+  for (const support::OwnedRequest& request : requests)
+    for (const auto& batch : request.batches) {
+      Batch& obs = out.emplace_back();
+      for (const std::int64_t p : batch) obs.push_back(support::observation_at(request.chunks, p).value_or(-1));
+    }
+  return out;
+}
+
+[[nodiscard]] std::int64_t count_batches(const Requests& requests) {
+  std::int64_t n = 0;
+  for (const support::OwnedRequest& r : requests) n += static_cast<std::int64_t>(r.batches.size());
+  return n;
+}
+
+// The worker-split invariants for one rank's stream, with `k` workers. `make` returns a fresh
+// sampler ready to play the stream (as each worker process holds its own copy); `whole_epoch`
+// says the stream is a whole epoch, which n_batches(n_obs, WorkerInfo) counts.
+template <class Make>
+void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool whole_epoch = true) {
+  INFO(k << " workers");
+  auto rank = make();
+  const std::uint64_t epoch = rank.epoch();
+  const Requests whole = support::collect(rank.sample(n_obs));
+
+  std::vector<Requests> shares;
+  for (std::int64_t i = 0; i < k; ++i) {
+    INFO("worker " << i);
+    const cs::WorkerInfo worker{.id = i, .num_workers = k};
+    auto s = make();
+    const std::int64_t announced = s.n_batches(n_obs, worker);
+    CHECK(s.n_iters(n_obs, worker) == announced);
+    auto range = s.sample(n_obs, worker);
+    const std::int64_t in_range = range.n_batches();
+    shares.push_back(support::collect(range));
+    CHECK(count_batches(shares.back()) == in_range);
+    if (whole_epoch) CHECK(count_batches(shares.back()) == announced);
+    CHECK(s.epoch() == epoch + 1);
+    // Deterministic: the same share from another copy, and from this one at the same epoch.
+    auto twin = make();
+    CHECK(support::collect(twin.sample(n_obs, worker)) == shares.back());
+    if (whole_epoch) {
+      s.set_epoch(epoch);
+      CHECK(support::collect(s.sample(n_obs, worker)) == shares.back());
+    }
+  }
+
+  // Worker i holds the rank's pieces i, i + k, ...: together the rank's epoch, each piece once.
+  std::size_t pieces = 0;
+  bool interleaved = true;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    pieces += shares[i].size();
+    for (std::size_t j = 0; j < shares[i].size(); ++j) {
+      const std::size_t at = i + j * static_cast<std::size_t>(k);
+      interleaved = interleaved && at < whole.size() && shares[i][j] == whole[at];
+    }
+  }
+  CHECK(pieces == whole.size());
+  CHECK(interleaved);
+
+  // The same multiset of batches, batch for batch.
+  std::vector<Batch> from_workers;
+  for (const Requests& share : shares) {
+    const std::vector<Batch> b = batches_of(share);
+    from_workers.insert(from_workers.end(), b.begin(), b.end());
+  }
+  std::vector<Batch> from_rank = batches_of(whole);
+  std::ranges::sort(from_workers);
+  std::ranges::sort(from_rank);
+  CHECK(from_workers == from_rank);
+
+  // Disjoint: when the rank reads no observation twice, no two workers share one.
+  std::map<std::int64_t, std::int64_t> owner;
+  bool rank_repeats = false;
+  bool shared = false;
+  for (std::size_t i = 0; i < shares.size(); ++i)
+    for (const Batch& batch : batches_of(shares[i]))
+      for (const std::int64_t obs : batch) {
+        const auto [it, fresh] = owner.emplace(obs, static_cast<std::int64_t>(i));
+        if (!fresh) {
+          rank_repeats = true;
+          shared = shared || it->second != static_cast<std::int64_t>(i);
+        }
+      }
+  std::set<std::int64_t> distinct;
+  for (const Batch& batch : from_rank) distinct.insert(batch.begin(), batch.end());
+  std::size_t draws = 0;
+  for (const Batch& batch : from_rank) draws += batch.size();
+  if (distinct.size() == draws) {
+    CHECK_FALSE(rank_repeats);
+    CHECK_FALSE(shared);
+  }
+}
+
+// The invalid WorkerInfos: sample() and n_batches() throw, and the epoch does not move.
+template <class S>
+void check_invalid_workers(S sampler, std::int64_t n_obs) {
+  using Catch::Matchers::Contains;
+  const std::vector<cs::WorkerInfo> invalid = {
+      {.id = 0, .num_workers = 0}, {.id = 0, .num_workers = -1}, {.id = -1, .num_workers = 2},
+      {.id = 2, .num_workers = 2}, {.id = 5, .num_workers = 3},
+  };
+  for (const cs::WorkerInfo& w : invalid) {
+    INFO("id " << w.id << " num_workers " << w.num_workers);
+    CHECK_THROWS_AS(sampler.sample(n_obs, w), std::invalid_argument);
+    CHECK_THROWS_AS(sampler.n_batches(n_obs, w), std::invalid_argument);
+    CHECK_THROWS_WITH(sampler.n_batches(n_obs, w), Contains(w.num_workers < 1 ? "num_workers" : "id"));
+    CHECK(sampler.epoch() == 0);
+  }
+  CHECK_NOTHROW(sampler.n_batches(n_obs, cs::WorkerInfo{.id = 2, .num_workers = 3}));
+}
+
+struct Base {
+  std::int64_t chunk = 1;
+  std::int64_t preload = 1;
+  std::int64_t batch = 1;
+  std::int64_t n_obs = 1;
+  std::optional<cs::Slice> mask;
+  bool drop_last = false;
+  std::uint64_t seed = 0;
+
+  [[nodiscard]] std::int64_t size() const { return mask ? mask->size() : n_obs; }
+  [[nodiscard]] std::string describe() const {
+    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} seed {}", chunk, preload, batch, n_obs,
+                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last, seed);
+  }
+};
+
+// A base configuration whose range holds at least `min_size` observations.
+Base random_base(support::ConfigRng& g, std::int64_t min_size = 1) {
+  Base b;
+  b.chunk = g.between(1, 6);
+  b.preload = g.between(1, 3);
+  b.batch = g.divisor_of(b.chunk * b.preload);
+  b.drop_last = g.coin();
+  b.seed = g.next();
+  const std::int64_t size = g.between(std::max(min_size, std::int64_t{1}), min_size + 250);
+  if (g.coin()) {
+    const std::int64_t offset = g.between(1, 30);
+    b.mask = cs::Slice{offset, offset + size};
+    b.n_obs = offset + size + g.between(0, 30);
+  } else {
+    b.n_obs = size;
+  }
+  return b;
+}
+
+template <class S>
+[[nodiscard]] S at_epoch(S sampler, std::uint64_t epoch) {
+  sampler.set_epoch(epoch);
+  return sampler;
+}
+
+[[nodiscard]] cs::RandomOptions random_options(const Base& b) {
+  return {.chunk_size = b.chunk,
+          .preload_nchunks = b.preload,
+          .batch_size = b.batch,
+          .drop_last = b.drop_last,
+          .mask = b.mask,
+          .seed = b.seed};
+}
+
+}  // namespace
+
+TEST_CASE("Workers split a RandomSampler's epoch", "[workers]") {
+  support::ConfigRng g(31);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Base b = random_base(g);
+    cs::RandomOptions options = random_options(b);
+    const int variant = static_cast<int>(g.between(0, 2));
+    if (variant == 1) options.num_samples = g.between(1, b.size());                   // fewer than the range
+    if (variant == 2 && b.size() >= b.chunk) {                                          // with replacement
+      options.replacement = true;
+      options.num_samples = g.between(1, 2 * b.size());
+    }
+    INFO(b.describe() << " replacement " << options.replacement << " num_samples "
+                      << options.num_samples.value_or(-1));
+    const auto epoch = static_cast<std::uint64_t>(g.between(0, 5));
+    const auto make = [&] {
+      cs::RandomSampler s(options);
+      s.set_epoch(epoch);
+      return s;
+    };
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k);
+  }
+}
+
+TEST_CASE("Workers split a SequentialSampler's epoch", "[workers]") {
+  support::ConfigRng g(32);
+  for (int trial = 0; trial < 30; ++trial) {
+    const Base b = random_base(g);
+    INFO(b.describe());
+    const auto make = [&] {
+      return cs::SequentialSampler(
+          {.chunk_size = b.chunk, .preload_nchunks = b.preload, .batch_size = b.batch, .drop_last = b.drop_last, .mask = b.mask});
+    };
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k);
+  }
+}
+
+TEST_CASE("Workers split a DistributedSampler rank's epoch, contiguous and global", "[workers][distributed]") {
+  support::ConfigRng g(33);
+  int global_runs = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::int64_t world = g.between(1, 5);
+    const Base b = random_base(g, world * 18);  // >= one whole batch per rank (batch <= 18)
+    const cs::DistributedOptions options{.enforce_equal_batches = g.between(0, 3) != 0,
+                                         .mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous,
+                                         .remainder = static_cast<cs::Remainder>(g.between(0, 2))};
+    const cs::DistInfo info{.rank = g.between(0, world - 1), .world_size = world};
+    const bool sequential = g.between(0, 4) == 0;
+    INFO(b.describe() << " world " << world << " rank " << info.rank << " mode "
+                      << (options.mode == cs::ShardMode::global ? "global" : "contiguous") << " remainder "
+                      << static_cast<int>(options.remainder) << " enforce " << options.enforce_equal_batches
+                      << " sequential " << sequential);
+    if (options.mode == cs::ShardMode::global) ++global_runs;
+    const auto epoch = static_cast<std::uint64_t>(g.between(0, 3));
+    for (std::int64_t k = 1; k <= 6; ++k) {
+      if (sequential) {
+        const cs::SequentialSampler base({.chunk_size = b.chunk,
+                                          .preload_nchunks = b.preload,
+                                          .batch_size = b.batch,
+                                          .drop_last = b.drop_last,
+                                          .mask = b.mask});
+        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, options), epoch); }, b.n_obs, k);
+      } else {
+        const cs::RandomSampler base(random_options(b));
+        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, options), epoch); }, b.n_obs, k);
+      }
+    }
+  }
+  CHECK(global_runs > 15);
+}
+
+TEST_CASE("Workers split a rank's stream after an elastic restart", "[workers][distributed][elastic]") {
+  // After an elastic restart a rank reads several runs of the plan (and, with pad, wraps around):
+  // the workers still split exactly that stream.
+  support::ConfigRng g(34);
+  for (int trial = 0; trial < 30; ++trial) {
+    const std::int64_t w = g.between(2, 5);
+    std::int64_t w2 = g.between(1, 4);
+    if (w2 >= w) ++w2;  // another world size: a restore on the same one keeps the worker of the state
+    const Base b = random_base(g, std::max(w, w2) * 18);
+    const cs::DistributedOptions options{.mode = cs::ShardMode::global,
+                                         .remainder = g.coin() ? cs::Remainder::pad : cs::Remainder::drop};
+    const cs::RandomSampler base(random_options(b));
+    cs::DistributedSampler old(base, cs::DistInfo{.rank = 0, .world_size = w}, options);
+    const std::int64_t n = old.n_batches(b.n_obs);
+    (void)support::collect(old.sample(b.n_obs));
+    const std::string state = old.state(g.between(1, std::max<std::int64_t>(n - 1, 1))).to_string();
+    const cs::DistInfo info{.rank = g.between(0, w2 - 1), .world_size = w2};
+    INFO(b.describe() << " W " << w << " -> " << w2 << " rank " << info.rank << " state " << state);
+    const auto make = [&] {
+      cs::DistributedSampler d(base, info, options);
+      d.restore(cs::SamplerState::parse(state));
+      return d;
+    };
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k, false);
+  }
+}
+
+TEST_CASE("Workers: a worked example of who reads what", "[workers]") {
+  // 100 observations, chunk 10, preload 2: 5 requests of 20 rows (4 batches of 5). With 2
+  // workers, worker 0 reads requests 0, 2, 4 (12 batches) and worker 1 requests 1, 3 (8).
+  const cs::SequentialSampler sampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5});
+  std::vector<std::vector<cs::Slice>> chunks(2);
+  for (std::int64_t id = 0; id < 2; ++id) {
+    cs::SequentialSampler s = sampler;
+    const cs::WorkerInfo worker{.id = id, .num_workers = 2};
+    CHECK(s.n_batches(100, worker) == (id == 0 ? 12 : 8));
+    for (const support::OwnedRequest& r : support::collect(s.sample(100, worker)))
+      chunks[static_cast<std::size_t>(id)].insert(chunks[static_cast<std::size_t>(id)].end(), r.chunks.begin(), r.chunks.end());
+  }
+  CHECK(chunks[0] == std::vector<cs::Slice>{{0, 10}, {10, 20}, {40, 50}, {50, 60}, {80, 90}, {90, 100}});
+  CHECK(chunks[1] == std::vector<cs::Slice>{{20, 30}, {30, 40}, {60, 70}, {70, 80}});
+  // Six workers: the sixth has no request and yields nothing.
+  cs::SequentialSampler s = sampler;
+  CHECK(s.n_batches(100, cs::WorkerInfo{.id = 5, .num_workers = 6}) == 0);
+  CHECK(support::collect(s.sample(100, cs::WorkerInfo{.id = 5, .num_workers = 6})).empty());
+}
+
+TEST_CASE("Workers: an invalid WorkerInfo throws std::invalid_argument", "[workers]") {
+  const cs::RandomSampler random({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 2});
+  const cs::SequentialSampler sequential({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4});
+  SECTION("RandomSampler") { check_invalid_workers(random, 100); }
+  SECTION("SequentialSampler") { check_invalid_workers(sequential, 100); }
+  SECTION("DistributedSampler, contiguous") {
+    check_invalid_workers(cs::DistributedSampler(random, cs::DistInfo{.rank = 1, .world_size = 2}), 100);
+  }
+  SECTION("DistributedSampler, global") {
+    check_invalid_workers(
+        cs::DistributedSampler(random, cs::DistInfo{.rank = 1, .world_size = 2}, {.mode = cs::ShardMode::global}), 100);
+  }
+}
