@@ -7,11 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/deps.sh"
-ensure_build_packages
-
-cmake --preset release -S "$root" -DCHUNKSAMPLER_BUILD_TESTS=OFF >/dev/null
-cmake --build "$root/build/release" --target shard_plan -j "$(nproc)" >/dev/null
-planner="$root/build/release/examples/shard_plan"
+planner="$(build_planner "$root")"
 
 mkdir -p "$root/docs"
 job=(--n-obs 950 --world-size 4 --chunk-size 25 --preload 2 --batch-size 25 --epochs 3)

@@ -6,8 +6,5 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/deps.sh"
-ensure_build_packages
-
-cmake --preset release -S "$root" -DCHUNKSAMPLER_BUILD_TESTS=OFF >/dev/null
-cmake --build "$root/build/release" --target shard_plan -j "$(nproc)" >/dev/null
-exec "$root/build/release/examples/shard_plan" "$@"
+planner="$(build_planner "$root")"
+exec "$planner" "$@"
