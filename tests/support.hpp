@@ -3,7 +3,8 @@
 
 // Shared helpers of the sampler tests: owning copies of requests, an epoch walker that maps every
 // batch position through its request's chunks to an observation, seeded integers, and a random
-// sampler configuration (with a generator of configurations every sampler can serve).
+// sampler configuration (with a generator of configurations every sampler can serve, and the draws
+// it is built from, for tests that draw their own kind of configuration).
 
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
@@ -209,16 +210,43 @@ class ConfigRng {
 /// `ceil(a / b)` for the expected values the tests compute from the specification.
 [[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// Batches as the observations they train on, one vector per batch.
+using Batches = std::vector<std::vector<std::int64_t>>;
+
 /// Every batch of `requests`, in yield order, as the observations it trains on (each position
 /// mapped through its own request's chunks; -1 for a position outside the buffer).
-[[nodiscard]] inline std::vector<std::vector<std::int64_t>> observations(const std::vector<OwnedRequest>& requests) {
-  std::vector<std::vector<std::int64_t>> batches;
+[[nodiscard]] inline Batches observations(const std::vector<OwnedRequest>& requests) {
+  Batches batches;
   for (const OwnedRequest& request : requests)
     for (const auto& batch : request.batches) {
       std::vector<std::int64_t>& obs = batches.emplace_back();
       for (const std::int64_t position : batch) obs.push_back(observation_at(request.chunks, position).value_or(-1));
     }
   return batches;
+}
+
+/// `parts` laid end to end.
+[[nodiscard]] inline Batches concat(const std::vector<Batches>& parts) {
+  Batches all;
+  for (const Batches& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
+/// How many batches `requests` hold.
+[[nodiscard]] inline std::int64_t n_batches(const std::vector<OwnedRequest>& requests) {
+  std::int64_t n = 0;
+  for (const OwnedRequest& request : requests) n += static_cast<std::int64_t>(request.batches.size());
+  return n;
+}
+
+/// The name of a remainder policy, for messages.
+[[nodiscard]] constexpr const char* policy_name(cs::Remainder r) {
+  switch (r) {
+    case cs::Remainder::drop: return "drop";
+    case cs::Remainder::pad: return "pad";
+    case cs::Remainder::rotate: return "rotate";
+  }
+  return "?";
 }
 
 /// A sampler configuration: the options of `RandomSampler` (or `SequentialSampler`), the dataset
@@ -238,8 +266,10 @@ struct Config {
   std::int64_t world = 1;
   cs::ShardMode mode = cs::ShardMode::contiguous;
   cs::Remainder remainder = cs::Remainder::drop;
+  std::uint64_t epoch = 0;  ///< the epoch a test starts at, for those that draw it with the configuration
 
   [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
+  [[nodiscard]] std::int64_t size() const { return range().size(); }
   [[nodiscard]] cs::RandomOptions options() const {
     return {.chunk_size = chunk,
             .preload_nchunks = preload,
@@ -256,6 +286,19 @@ struct Config {
   }
   [[nodiscard]] cs::DistributedOptions dist_options() const {
     return {.enforce_equal_batches = enforce, .mode = mode, .remainder = remainder};
+  }
+  /// Rank `r` of `world_size` ranks: a `DistributedSampler` around the configured `RandomSampler`.
+  [[nodiscard]] cs::DistributedSampler<cs::RandomSampler> rank(std::int64_t r, std::int64_t world_size) const {
+    return cs::DistributedSampler<cs::RandomSampler>(cs::RandomSampler(options()),
+                                                     cs::DistInfo{.rank = r, .world_size = world_size}, dist_options());
+  }
+  /// Rank `r` of the configured `world`.
+  [[nodiscard]] cs::DistributedSampler<cs::RandomSampler> rank(std::int64_t r) const { return rank(r, world); }
+  /// Every rank of the configured `world`, in rank order.
+  [[nodiscard]] std::vector<cs::DistributedSampler<cs::RandomSampler>> ranks() const {
+    std::vector<cs::DistributedSampler<cs::RandomSampler>> all;
+    for (std::int64_t r = 0; r < world; ++r) all.push_back(rank(r));
+    return all;
   }
   /// Observations per rank in contiguous mode with `Remainder::drop`, from the specification.
   [[nodiscard]] std::int64_t per_rank() const {
@@ -277,14 +320,56 @@ struct Config {
         sequential ? "sequential" : "random", chunk, preload, batch, n_obs,
         mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last, replacement,
         num_samples ? std::to_string(*num_samples) : std::string("none"), seed);
-    const char* policy =
-        remainder == cs::Remainder::drop ? "drop" : (remainder == cs::Remainder::pad ? "pad" : "rotate");
+    if (epoch != 0) text += fmt::format(" epoch {}", epoch);
     if (distributed())
       text += fmt::format(" | world {} mode {} remainder {} enforce {}", world,
-                          mode == cs::ShardMode::global ? "global" : "contiguous", policy, enforce);
+                          mode == cs::ShardMode::global ? "global" : "contiguous", policy_name(remainder), enforce);
     return text;
   }
 };
+
+// The draws configurations are made of. `servable_config` is one recipe; a test that needs another
+// distribution composes its own from these, so each keeps its own stream of configurations.
+
+/// Draws `chunk` in `[1, max_chunk]`, then `preload` in `[1, max_preload]`, then a `batch` that
+/// divides a request (`chunk * preload`).
+inline void draw_shape(ConfigRng& g, Config& c, std::int64_t max_chunk, std::int64_t max_preload) {
+  c.chunk = g.between(1, max_chunk);
+  c.preload = g.between(1, max_preload);
+  c.batch = g.divisor_of(c.chunk * c.preload);
+}
+
+/// A uniform remainder policy.
+[[nodiscard]] inline cs::Remainder draw_remainder(ConfigRng& g) {
+  constexpr cs::Remainder remainders[] = {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate};
+  return remainders[g.between(0, 2)];
+}
+
+/// A range size in `[1, max]`, but one time in ten in `[1, small]` (with `small` a batch per rank:
+/// sizes some policies must refuse).
+[[nodiscard]] inline std::int64_t draw_size(ConfigRng& g, std::int64_t small, std::int64_t max) {
+  return g.between(0, 9) == 0 ? g.between(1, small) : g.between(1, max);
+}
+
+/// Where `place` may put the range.
+struct Placement {
+  std::int64_t min_offset = 1;   ///< least start of a mask
+  std::int64_t max_offset = 30;  ///< greatest start of a mask
+  std::int64_t max_after = 30;   ///< most observations after a mask
+};
+
+/// Half the time `size` observations from a drawn offset as the mask, with a few more after it;
+/// else a dataset of `size` observations without a mask.
+inline void place(ConfigRng& g, Config& c, std::int64_t size, const Placement& p = {}) {
+  if (g.coin()) {
+    const std::int64_t offset = g.between(p.min_offset, p.max_offset);
+    c.mask = cs::Slice{offset, offset + size};
+    c.n_obs = offset + size + g.between(0, p.max_after);
+  } else {
+    c.mask.reset();
+    c.n_obs = size;
+  }
+}
 
 /// What `servable_config` may draw.
 struct ConfigRanges {
@@ -301,15 +386,12 @@ struct ConfigRanges {
 /// non-empty, and with replacement holds a chunk.
 [[nodiscard]] inline Config servable_config(ConfigRng& g, const ConfigRanges& r) {
   Config c;
-  c.chunk = g.between(1, r.max_chunk);
-  c.preload = g.between(1, r.max_preload);
-  c.batch = g.divisor_of(c.chunk * c.preload);
+  draw_shape(g, c, r.max_chunk, r.max_preload);
   c.sequential = r.sequential && g.between(0, 3) == 0;
   if (r.max_world > 1) {
     c.world = g.between(1, r.max_world);
     c.mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    constexpr cs::Remainder remainders[] = {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate};
-    c.remainder = remainders[g.between(0, 2)];
+    c.remainder = draw_remainder(g);
     c.enforce = g.between(0, 3) != 0;
   }
   const std::int64_t least = 2 * c.world * std::max(c.batch, c.chunk);

@@ -135,14 +135,17 @@ class BlockSampler {
 
 // --- near misses: EpochPlan ------------------------------------------------------------------
 
-/// All of EpochPlan but fill.
-struct PlanWithoutFill {
+/// All of EpochPlan but max_positions and fill.
+struct PlanCounts {
   [[nodiscard]] std::int64_t n_batches() const { return 0; }
   [[nodiscard]] std::int64_t n_requests() const { return 0; }
   [[nodiscard]] std::int64_t batch_size() const { return 1; }
   [[nodiscard]] std::int64_t request_of(std::int64_t) const { return 0; }
   [[nodiscard]] std::int64_t request_begin(std::int64_t) const { return 0; }
   [[nodiscard]] std::int64_t max_chunks() const { return 0; }
+};
+/// All of EpochPlan but fill.
+struct PlanWithoutFill : PlanCounts {
   [[nodiscard]] std::int64_t max_positions() const { return 0; }
 };
 struct CompletePlan : PlanWithoutFill {
@@ -155,13 +158,7 @@ struct MutatingFillPlan : PlanWithoutFill {
 struct IntCountsPlan : CompletePlan {
   [[nodiscard]] int n_batches() const { return 0; }
 };
-struct NoMaxPositionsPlan {
-  [[nodiscard]] std::int64_t n_batches() const { return 0; }
-  [[nodiscard]] std::int64_t n_requests() const { return 0; }
-  [[nodiscard]] std::int64_t batch_size() const { return 1; }
-  [[nodiscard]] std::int64_t request_of(std::int64_t) const { return 0; }
-  [[nodiscard]] std::int64_t request_begin(std::int64_t) const { return 0; }
-  [[nodiscard]] std::int64_t max_chunks() const { return 0; }
+struct NoMaxPositionsPlan : PlanCounts {
   void fill(std::int64_t, cs::RequestBuffers&) const {}
 };
 struct NotCopyablePlan : CompletePlan {

@@ -14,7 +14,6 @@
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -29,83 +28,28 @@ namespace {
 
 namespace cs = chunksampler;
 using Dist = cs::DistributedSampler<cs::RandomSampler>;
-using Batch = std::vector<std::int64_t>;  // the observations one batch trains on
-using Batches = std::vector<Batch>;
+using support::Batches;
 using Counts = std::map<std::int64_t, std::int64_t>;
 
-[[nodiscard]] const char* policy_name(cs::Remainder r) {
-  switch (r) {
-    case cs::Remainder::drop: return "drop";
-    case cs::Remainder::pad: return "pad";
-    case cs::Remainder::rotate: return "rotate";
-  }
-  return "?";
-}
-
-struct ElasticConfig {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  bool enforce = true;
-  cs::Remainder remainder = cs::Remainder::drop;
-  std::uint64_t seed = 0;
-  std::uint64_t epoch = 0;
-
-  [[nodiscard]] cs::RandomSampler base() const {
-    return cs::RandomSampler({.chunk_size = chunk,
-                              .preload_nchunks = preload,
-                              .batch_size = batch,
-                              .drop_last = drop_last,
-                              .mask = mask,
-                              .seed = seed});
-  }
-  [[nodiscard]] Dist rank(std::int64_t r, std::int64_t world) const {
-    return Dist(base(), cs::DistInfo{.rank = r, .world_size = world},
-                {.enforce_equal_batches = enforce, .mode = cs::ShardMode::global, .remainder = remainder});
-  }
-  [[nodiscard]] bool pads() const { return enforce && remainder == cs::Remainder::pad; }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} enforce {} remainder {} seed {} epoch {}",
-                       chunk, preload, batch, n_obs,
-                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
-                       enforce, policy_name(remainder), seed, epoch);
-  }
-};
-
-// A configuration every world size up to `max_world` can serve.
-ElasticConfig random_config(support::ConfigRng& g, cs::Remainder remainder, bool enforce, std::int64_t max_world) {
-  ElasticConfig c;
-  c.chunk = g.between(1, 6);
-  c.preload = g.between(1, 3);
-  c.batch = g.divisor_of(c.chunk * c.preload);
-  c.drop_last = enforce ? g.coin() : false;
+// A global-mode configuration of `world` ranks that every world size up to `max_world` can serve,
+// at a drawn epoch.
+[[nodiscard]] support::Config random_config(support::ConfigRng& g, cs::Remainder remainder, bool enforce,
+                                            std::int64_t world, std::int64_t max_world) {
+  support::Config c;
+  c.world = world;
+  support::draw_shape(g, c, 6, 3);
+  c.drop_last = enforce && g.coin();
   c.enforce = enforce;
+  c.mode = cs::ShardMode::global;
   c.remainder = remainder;
   c.seed = g.next();
   c.epoch = static_cast<std::uint64_t>(g.between(0, 3));
   const std::int64_t size = g.between(max_world * c.batch, 4 * max_world * c.batch + 20);
-  if (g.coin()) {
-    const std::int64_t offset = g.between(1, 20);
-    c.mask = cs::Slice{offset, offset + size};
-    c.n_obs = offset + size + g.between(0, 20);
-  } else {
-    c.n_obs = size;
-  }
+  support::place(g, c, size, {.min_offset = 1, .max_offset = 20, .max_after = 20});
   return c;
 }
 
-[[nodiscard]] Batches batches_of(const std::vector<support::OwnedRequest>& requests) {
-  Batches out;
-  for (const support::OwnedRequest& request : requests)
-    for (const auto& batch : request.batches) {
-      Batch& obs = out.emplace_back();
-      for (const std::int64_t p : batch) obs.push_back(support::observation_at(request.chunks, p).value_or(-1));
-    }
-  return out;
-}
+[[nodiscard]] bool pads(const support::Config& c) { return c.enforce && c.remainder == cs::Remainder::pad; }
 
 void add(Counts& counts, const Batches& batches, std::size_t from = 0, std::size_t to = SIZE_MAX) {
   for (std::size_t i = from; i < std::min(to, batches.size()); ++i)
@@ -118,7 +62,7 @@ struct Job {
   std::vector<Batches> read;  // what each rank's sample() yields
 };
 
-[[nodiscard]] Job run_job(const ElasticConfig& c, std::int64_t world, const std::optional<std::string>& state_text) {
+[[nodiscard]] Job run_job(const support::Config& c, std::int64_t world, const std::optional<std::string>& state_text) {
   Job job;
   for (std::int64_t r = 0; r < world; ++r) {
     INFO("rank " << r << " of " << world);
@@ -134,7 +78,7 @@ struct Job {
       CHECK(d.epoch() == c.epoch);
       auto range = d.sample(c.n_obs);
       const std::int64_t announced = range.n_batches();
-      read = batches_of(support::collect(range));
+      read = support::observations(support::collect(range));
       CHECK(static_cast<std::int64_t>(read.size()) == announced);
       CHECK(d.epoch() == c.epoch + 1);
     } catch (const std::exception& e) {
@@ -160,22 +104,16 @@ struct Job {
 // The old ranks' unread batches dealt among `world` new ranks in blocks, as the new ranks read
 // them one after the other: enforce cuts `left.size() / world` each (drop leaves the rest out,
 // pad repeats from the start to fill `ceil` each); without it, everything once.
-[[nodiscard]] Batches dealt(const ElasticConfig& c, const Batches& left, std::size_t world) {
+[[nodiscard]] Batches dealt(const support::Config& c, const Batches& left, std::size_t world) {
   if (!c.enforce || left.empty()) return left;
-  const std::size_t each = c.pads() ? (left.size() + world - 1) / world : left.size() / world;
+  const std::size_t each = pads(c) ? (left.size() + world - 1) / world : left.size() / world;
   Batches out;
   for (std::size_t i = 0; i < each * world; ++i) out.push_back(left[i % left.size()]);
   return out;
 }
 
-[[nodiscard]] Batches concat(const std::vector<Batches>& parts) {
-  Batches out;
-  for (const Batches& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
 // The new ranks' batch counts: equal with enforce_equal_batches, within one without.
-void check_counts(const ElasticConfig& c, const std::vector<Batches>& read) {
+void check_counts(const support::Config& c, const std::vector<Batches>& read) {
   std::size_t fewest = SIZE_MAX;
   std::size_t most = 0;
   for (const Batches& b : read) {
@@ -192,7 +130,7 @@ void check_counts(const ElasticConfig& c, const std::vector<Batches>& read) {
 // What the whole epoch read, against the uninterrupted epoch's coverage: drop/rotate read
 // nothing twice, nothing outside it, and lose fewer than `lost_batches_bound` batches' rows;
 // pad and no-enforce lose nothing.
-void check_epoch(const ElasticConfig& c, const Counts& coverage, const Counts& read, std::int64_t lost_batches_bound) {
+void check_epoch(const support::Config& c, const Counts& coverage, const Counts& read, std::int64_t lost_batches_bound) {
   std::int64_t missing = 0;
   for (const auto& [obs, n] : coverage)
     if (!read.contains(obs)) ++missing;
@@ -203,12 +141,12 @@ void check_epoch(const ElasticConfig& c, const Counts& coverage, const Counts& r
     once = once && n == 1;
   }
   CHECK(inside);
-  if (c.pads() || !c.enforce) {
+  if (pads(c) || !c.enforce) {
     CHECK(missing == 0);
   } else {
     CHECK(missing < lost_batches_bound * c.batch);
   }
-  if (!c.pads()) CHECK(once);
+  if (!pads(c)) CHECK(once);
 }
 
 // The uninterrupted epoch on W ranks and what it covers: the elastic epoch is held to it.
@@ -218,7 +156,7 @@ struct Uninterrupted {
   std::int64_t fewest = 0;  // batches of the rank with the fewest
 };
 
-[[nodiscard]] Uninterrupted uninterrupted(const ElasticConfig& c, std::int64_t world) {
+[[nodiscard]] Uninterrupted uninterrupted(const support::Config& c, std::int64_t world) {
   Uninterrupted u{run_job(c, world, std::nullopt), {}, INT64_MAX};
   for (const Batches& b : u.job.read) {
     add(u.coverage, b);
@@ -229,7 +167,7 @@ struct Uninterrupted {
 
 // Every old rank consumed `b` batches; rank 0's state, through text, restores `w2` new ranks.
 // Checks the state, the deal of the unread batches and the epoch's coverage; returns the new job.
-[[nodiscard]] Job restart(const ElasticConfig& c, const Uninterrupted& u, std::int64_t w, std::int64_t b, std::int64_t w2) {
+[[nodiscard]] Job restart(const support::Config& c, const Uninterrupted& u, std::int64_t w, std::int64_t b, std::int64_t w2) {
   const cs::SamplerState state = u.job.ranks[0].state(b);
   CHECK(state.world_size == w);
   CHECK(state.plan_world_size == w);
@@ -250,7 +188,7 @@ struct Uninterrupted {
     }
   }
   // The old ranks' unread batches, in order, dealt in blocks among the new ranks.
-  CHECK(concat(new_job.read) == dealt(c, unread(u.job.read, b, INT64_MAX, false), static_cast<std::size_t>(w2)));
+  CHECK(support::concat(new_job.read) == dealt(c, unread(u.job.read, b, INT64_MAX, false), static_cast<std::size_t>(w2)));
   Counts read;
   for (const Batches& mine : u.job.read) add(read, mine, 0, static_cast<std::size_t>(b));
   for (const Batches& mine : new_job.read) add(read, mine);
@@ -270,7 +208,7 @@ TEST_CASE("Elastic restore from W to W' ranks over random configurations", "[dis
       for (const cs::Remainder policy : {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate}) {
         for (int variant = 0; variant < 2; ++variant) {
           const bool enforce = !(variant == 1 && policy == cs::Remainder::drop);
-          const ElasticConfig c = random_config(g, policy, enforce, std::max(w, w2) + 1);
+          const support::Config c = random_config(g, policy, enforce, w, std::max(w, w2) + 1);
           INFO(c.describe() << " | W " << w << " -> W' " << w2);
           const Uninterrupted u = uninterrupted(c, w);
           REQUIRE(u.fewest >= 1);
@@ -279,7 +217,7 @@ TEST_CASE("Elastic restore from W to W' ranks over random configurations", "[dis
             INFO("each old rank consumed " << b << " of " << n);
             const Job new_job = restart(c, u, w, b, w2);
             const std::int64_t left = static_cast<std::int64_t>(unread(u.job.read, b, INT64_MAX, false).size());
-            const std::int64_t got = static_cast<std::int64_t>(concat(new_job.read).size());
+            const std::int64_t got = static_cast<std::int64_t>(support::concat(new_job.read).size());
             if (got < left) ++lossy;
             if (got > left) ++repeated;
 
@@ -319,7 +257,7 @@ TEST_CASE("Two elastic restarts in a row: W -> W' -> W''", "[distributed][global
     for (std::int64_t w2 = 1; w2 <= 6; ++w2) {
       for (const cs::Remainder policy : {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate}) {
         const bool enforce = !(policy == cs::Remainder::drop && g.between(0, 3) == 0);
-        const ElasticConfig c = random_config(g, policy, enforce, std::max(w, w2) + 1);
+        const support::Config c = random_config(g, policy, enforce, w, std::max(w, w2) + 1);
         const std::int64_t w3 = g.between(1, 6);
         INFO(c.describe() << " | W " << w << " -> W' " << w2 << " -> W'' " << w3);
         const Uninterrupted u = uninterrupted(c, w);
@@ -348,8 +286,8 @@ TEST_CASE("Two elastic restarts in a row: W -> W' -> W''", "[distributed][global
           ++double_restarts;
           check_counts(c, third.read);
           const auto left = static_cast<std::int64_t>(unread(u.job.read, b, INT64_MAX, false).size());
-          const Batches left2 = unread(new_job.read, b2, left, c.pads());
-          CHECK(concat(third.read) == dealt(c, left2, static_cast<std::size_t>(w3)));
+          const Batches left2 = unread(new_job.read, b2, left, pads(c));
+          CHECK(support::concat(third.read) == dealt(c, left2, static_cast<std::size_t>(w3)));
           Counts read;
           for (const Batches& mine : u.job.read) add(read, mine, 0, static_cast<std::size_t>(b));
           for (const Batches& mine : new_job.read) add(read, mine, 0, static_cast<std::size_t>(b2));
@@ -369,17 +307,17 @@ TEST_CASE("A state taken after an elastic restart at the end of the epoch has no
   const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 9});
   const cs::DistributedOptions options{.mode = cs::ShardMode::global};
   Dist old(base, cs::DistInfo{.rank = 0, .world_size = 4}, options);
-  REQUIRE(batches_of(support::epoch(old, 120)).size() == 3);
+  REQUIRE(support::observations(support::epoch(old, 120)).size() == 3);
   const std::string text = old.state(3).to_string();
   Dist restarted(base, cs::DistInfo{.rank = 0, .world_size = 2}, options);
   restarted.restore(cs::SamplerState::parse(text));
-  CHECK(batches_of(support::epoch(restarted, 120)).empty());
+  CHECK(support::observations(support::epoch(restarted, 120)).empty());
   const std::string text2 = restarted.state(3).to_string();
   for (const std::int64_t w : {1, 2, 3}) {
     INFO("world size " << w << ", state " << text2);
     Dist again(base, cs::DistInfo{.rank = 0, .world_size = w}, options);
     again.restore(cs::SamplerState::parse(text2));
-    CHECK(batches_of(support::epoch(again, 120)).empty());
+    CHECK(support::observations(support::epoch(again, 120)).empty());
   }
 }
 
@@ -388,13 +326,13 @@ TEST_CASE("Elastic worked example: 120 observations, 4 ranks to 3 after one batc
   // of the plan are unread: 8 batches for 3 ranks.
   const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 9});
   const auto policy = GENERATE(cs::Remainder::drop, cs::Remainder::pad);
-  INFO(policy_name(policy));
+  INFO(support::policy_name(policy));
   const cs::DistributedOptions options{.mode = cs::ShardMode::global, .remainder = policy};
   Counts read;
   std::string text;
   for (std::int64_t r = 0; r < 4; ++r) {
     Dist d(base, cs::DistInfo{.rank = r, .world_size = 4}, options);
-    const Batches b = batches_of(support::epoch(d, 120));
+    const Batches b = support::observations(support::epoch(d, 120));
     REQUIRE(b.size() == 3);
     add(read, b, 0, 1);
     text = d.state(1).to_string();
@@ -405,7 +343,7 @@ TEST_CASE("Elastic worked example: 120 observations, 4 ranks to 3 after one batc
     INFO("new rank " << r);
     Dist d(base, cs::DistInfo{.rank = r, .world_size = 3}, options);
     d.restore(cs::SamplerState::parse(text));
-    const Batches b = batches_of(support::epoch(d, 120));
+    const Batches b = support::observations(support::epoch(d, 120));
     CHECK(b.size() == (policy == cs::Remainder::drop ? 2U : 3U));  // 8 / 3 rounded down, or up with pad
     add(read, b);
     new_batches += static_cast<std::int64_t>(b.size());

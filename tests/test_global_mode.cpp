@@ -15,12 +15,10 @@
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -32,7 +30,8 @@ namespace {
 
 namespace cs = chunksampler;
 using Dist = cs::DistributedSampler<cs::RandomSampler>;
-using Batches = std::vector<std::vector<std::int64_t>>;  // each batch as the observations it trains on
+using support::Batches;
+using support::Config;
 using ChunkKey = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 constexpr std::uint64_t global_stream = ~std::uint64_t{0};
@@ -40,99 +39,43 @@ constexpr std::uint64_t global_stream = ~std::uint64_t{0};
 [[nodiscard]] std::int64_t round_down(std::int64_t a, std::int64_t b) { return a / b * b; }
 [[nodiscard]] std::int64_t round_up(std::int64_t a, std::int64_t b) { return support::ceil_div(a, b) * b; }
 
-[[nodiscard]] const char* policy_name(cs::Remainder r) {
-  switch (r) {
-    case cs::Remainder::drop: return "drop";
-    case cs::Remainder::pad: return "pad";
-    case cs::Remainder::rotate: return "rotate";
-  }
-  return "?";
+// The rows all ranks read together per batch.
+[[nodiscard]] std::int64_t unit(const Config& c) { return c.world * c.batch; }
+
+// Whether the job can be served: from the specification of each policy.
+[[nodiscard]] bool servable(const Config& c) {
+  if (!c.enforce) return c.size() >= c.world;
+  return c.remainder == cs::Remainder::pad || c.size() >= unit(c);
 }
 
-struct GlobalConfig {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  bool enforce = true;
-  std::int64_t world = 1;
-  cs::Remainder remainder = cs::Remainder::drop;
-  std::uint64_t seed = 0;
+// The observations all ranks read together in `epoch`, and the positions the plan holds.
+[[nodiscard]] cs::Slice expected_window(const Config& c, std::uint64_t epoch) {
+  const cs::Slice r = c.range();
+  if (!c.enforce || c.remainder == cs::Remainder::pad) return r;
+  const std::int64_t kept = round_down(c.size(), unit(c));
+  if (c.remainder == cs::Remainder::rotate && epoch % 2 == 1) return {r.stop - kept, r.stop};
+  return {r.start, r.start + kept};
+}
 
-  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
-  [[nodiscard]] std::int64_t size() const { return range().size(); }
-  [[nodiscard]] std::int64_t unit() const { return world * batch; }
-  [[nodiscard]] cs::RandomSampler base() const {
-    return cs::RandomSampler({.chunk_size = chunk,
-                              .preload_nchunks = preload,
-                              .batch_size = batch,
-                              .drop_last = drop_last,
-                              .mask = mask,
-                              .seed = seed});
-  }
-  [[nodiscard]] cs::DistributedOptions options() const {
-    return {.enforce_equal_batches = enforce, .mode = cs::ShardMode::global, .remainder = remainder};
-  }
-  [[nodiscard]] Dist rank(std::int64_t r) const { return Dist(base(), cs::DistInfo{.rank = r, .world_size = world}, options()); }
+[[nodiscard]] std::int64_t budget(const Config& c) {
+  if (!c.enforce) return c.size();
+  if (c.remainder == cs::Remainder::pad) return round_up(c.size(), unit(c));
+  return round_down(c.size(), unit(c));
+}
 
-  // Whether the job can be served: from the specification of each policy.
-  [[nodiscard]] bool servable() const {
-    if (!enforce) return size() >= world;
-    return remainder == cs::Remainder::pad || size() >= unit();
-  }
-  // The observations all ranks read together in `epoch`, and the positions the plan holds.
-  [[nodiscard]] cs::Slice window(std::uint64_t epoch) const {
-    const cs::Slice r = range();
-    if (!enforce || remainder == cs::Remainder::pad) return r;
-    const std::int64_t kept = round_down(size(), unit());
-    if (remainder == cs::Remainder::rotate && epoch % 2 == 1) return {r.stop - kept, r.stop};
-    return {r.start, r.start + kept};
-  }
-  [[nodiscard]] std::int64_t budget() const {
-    if (!enforce) return size();
-    if (remainder == cs::Remainder::pad) return round_up(size(), unit());
-    return round_down(size(), unit());
-  }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} enforce {} world {} remainder {} seed {}",
-                       chunk, preload, batch, n_obs,
-                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
-                       enforce, world, policy_name(remainder), seed);
-  }
-};
-
-GlobalConfig random_config(support::ConfigRng& g) {
-  GlobalConfig c;
-  c.chunk = g.between(1, 8);
-  c.preload = g.between(1, 4);
-  c.batch = g.divisor_of(c.chunk * c.preload);
+Config random_config(support::ConfigRng& g) {
+  Config c;
+  c.mode = cs::ShardMode::global;
+  support::draw_shape(g, c, 8, 4);
   c.world = g.between(1, 8);
   c.drop_last = g.coin();
   c.enforce = g.between(0, 3) != 0;
-  c.remainder = static_cast<cs::Remainder>(g.between(0, 2));
+  c.remainder = support::draw_remainder(g);
   c.seed = g.next();
   // Mostly servable sizes, a few too small for the world.
-  const std::int64_t size = g.between(0, 9) == 0 ? g.between(1, c.world * c.batch) : g.between(1, 5 * c.unit() + 40);
-  if (g.coin()) {
-    const std::int64_t offset = g.between(0, 30);
-    c.mask = cs::Slice{offset, offset + size};
-    c.n_obs = offset + size + g.between(0, 30);
-  } else {
-    c.n_obs = size;
-  }
+  const std::int64_t size = support::draw_size(g, unit(c), 5 * unit(c) + 40);
+  support::place(g, c, size, {.min_offset = 0});
   return c;
-}
-
-[[nodiscard]] Batches batches_of(const std::vector<support::OwnedRequest>& requests) {
-  Batches out;
-  for (const support::OwnedRequest& request : requests)
-    for (const auto& batch : request.batches) {
-      std::vector<std::int64_t>& obs = out.emplace_back();
-      for (const std::int64_t p : batch) obs.push_back(support::observation_at(request.chunks, p).value_or(-1));
-    }
-  return out;
 }
 
 [[nodiscard]] ChunkKey key_of(const std::vector<cs::Slice>& chunks) {
@@ -149,9 +92,9 @@ struct Reference {
   std::int64_t max_request_batches = 0;
 };
 
-[[nodiscard]] Reference reference(const GlobalConfig& c, std::uint64_t epoch) {
+[[nodiscard]] Reference reference(const Config& c, std::uint64_t epoch) {
   const auto plan =
-      c.base().with_shard({.mask = c.window(epoch), .stream = global_stream, .budget = c.budget()}).plan(c.n_obs, epoch);
+      cs::RandomSampler(c.options()).with_shard({.mask = expected_window(c, epoch), .stream = global_stream, .budget = budget(c)}).plan(c.n_obs, epoch);
   Reference ref;
   cs::RequestBuffers buffers;
   for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
@@ -192,12 +135,11 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
   int changed_even = 0;
   int padded = 0;
   for (int trial = 0; trial < 260; ++trial) {
-    const GlobalConfig c = random_config(g);
+    const Config c = random_config(g);
     INFO(c.describe());
-    std::vector<Dist> ranks;
-    for (std::int64_t r = 0; r < c.world; ++r) ranks.push_back(c.rank(r));
+    std::vector<Dist> ranks = c.ranks();
 
-    if (!c.servable()) {
+    if (!servable(c)) {
       for (Dist& d : ranks) {
         CHECK_THROWS_AS(d.n_batches(c.n_obs), std::invalid_argument);
         CHECK_THROWS_AS(d.sample(c.n_obs), std::invalid_argument);
@@ -210,7 +152,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
     std::vector<std::set<std::int64_t>> rank0_sets;
     for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
       INFO("epoch " << epoch);
-      const cs::Slice window = c.window(epoch);
+      const cs::Slice window = expected_window(c, epoch);
       const Reference ref = reference(c, epoch);
       const auto total = static_cast<std::int64_t>(ref.batches.size());
 
@@ -223,7 +165,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
         CHECK(d.rng() == cs::Rng(c.seed).spawn(global_stream));
         const std::int64_t announced = d.n_batches(c.n_obs);
         requests.push_back(support::epoch(d, c.n_obs));
-        batches.push_back(batches_of(requests.back()));
+        batches.push_back(support::observations(requests.back()));
         CHECK(static_cast<std::int64_t>(batches.back().size()) == announced);
       }
 
@@ -237,7 +179,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
         fewest = std::min(fewest, n);
         most = std::max(most, n);
         if (c.enforce) {
-          CHECK(n == c.budget() / c.unit());
+          CHECK(n == budget(c) / unit(c));
           CHECK(std::ranges::all_of(mine, [&](const auto& b) { return static_cast<std::int64_t>(b.size()) == c.batch; }));
         }
       }
@@ -248,9 +190,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
       }
 
       // One plan: the ranks' batches, rank after rank, are the shared plan's batches in order.
-      Batches concatenated;
-      for (const Batches& b : batches) concatenated.insert(concatenated.end(), b.begin(), b.end());
-      CHECK(concatenated == ref.batches);
+      CHECK(support::concat(batches) == ref.batches);
 
       // Coverage of what each policy promises.
       std::map<std::int64_t, std::int64_t> counts;
@@ -266,8 +206,8 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
       CHECK(all_inside);
       if (c.enforce && c.remainder == cs::Remainder::pad) {
         CHECK(static_cast<std::int64_t>(counts.size()) == range.size());  // every observation of the mask
-        CHECK(draws == round_up(c.size(), c.unit()));
-        CHECK(draws - range.size() == round_up(c.size(), c.unit()) - c.size());  // the repeats
+        CHECK(draws == round_up(c.size(), unit(c)));
+        CHECK(draws - range.size() == round_up(c.size(), unit(c)) - c.size());  // the repeats
         if (draws > range.size()) ++padded;
       } else if (c.enforce || !c.drop_last) {
         // drop/rotate: the window exactly once; without enforce: the whole range exactly once.
@@ -325,7 +265,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
       rank0_sets.push_back(observation_set(batches.front()));
     }
     // Data changes across epochs: for rank 0 with a few chunks of its own among several.
-    const std::int64_t full_chunks = round_down(c.size(), c.unit()) / c.chunk;
+    const std::int64_t full_chunks = round_down(c.size(), unit(c)) / c.chunk;
     if (c.world >= 2 && full_chunks >= 2 * c.world) {
       ++nontrivial;
       if (rank0_sets[0] != rank0_sets[1]) ++changed_next;
@@ -353,7 +293,7 @@ TEST_CASE("Global mode: a rank reads different, scattered chunks every epoch", "
     Dist d(base, cs::DistInfo{.rank = r, .world_size = 4}, options);
     std::vector<std::set<std::int64_t>> sets;
     for (int e = 0; e < 3; ++e) {
-      const Batches b = batches_of(support::epoch(d, 1000));
+      const Batches b = support::observations(support::epoch(d, 1000));
       CHECK(b.size() == 25);
       sets.push_back(observation_set(b));
       CHECK(sets.back().size() == 250);
@@ -383,7 +323,7 @@ TEST_CASE("Global mode worked example: 107 observations, 3 ranks, chunk 10, batc
       {cs::Remainder::drop, false, {0, 107}, {0, 107}, {4, 4, 3}, 107},
   };
   for (const Expected& e : cases) {
-    INFO(policy_name(e.remainder) << " enforce " << e.enforce);
+    INFO(support::policy_name(e.remainder) << " enforce " << e.enforce);
     for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
       INFO("epoch " << epoch);
       const cs::Slice window = epoch == 0 ? e.window0 : e.window1;
@@ -395,7 +335,7 @@ TEST_CASE("Global mode worked example: 107 observations, 3 ranks, chunk 10, batc
         d.set_epoch(epoch);
         CHECK(d.shard(107) == window);
         CHECK(d.n_batches(107) == e.batches[static_cast<std::size_t>(r)]);
-        const Batches b = batches_of(support::epoch(d, 107));
+        const Batches b = support::observations(support::epoch(d, 107));
         CHECK(static_cast<std::int64_t>(b.size()) == e.batches[static_cast<std::size_t>(r)]);
         for (const auto& batch : b)
           for (const std::int64_t obs : batch) {

@@ -13,13 +13,11 @@
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <map>
-#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -30,82 +28,35 @@ namespace {
 namespace cs = chunksampler;
 using Dist = cs::DistributedSampler<cs::RandomSampler>;
 using support::ceil_div;
+using support::Config;
 
-[[nodiscard]] const char* policy_name(cs::Remainder r) {
-  switch (r) {
-    case cs::Remainder::drop: return "drop";
-    case cs::Remainder::pad: return "pad";
-    case cs::Remainder::rotate: return "rotate";
-  }
-  return "?";
+[[nodiscard]] bool pads(const Config& c) { return c.remainder == cs::Remainder::pad; }
+[[nodiscard]] bool servable(const Config& c) { return pads(c) ? c.size() >= c.world : c.per_rank() >= 1; }
+// The rounding unit of a rank's share: whole batches with enforce_equal_batches.
+[[nodiscard]] std::int64_t unit(const Config& c) { return c.enforce ? c.batch : 1; }
+// Rows each rank's epoch holds: its shard (drop/rotate), or padded up (pad).
+[[nodiscard]] std::int64_t budget(const Config& c) {
+  return pads(c) ? ceil_div(ceil_div(c.size(), c.world), unit(c)) * unit(c) : c.per_rank();
+}
+[[nodiscard]] std::int64_t n_batches(const Config& c) { return ceil_div(budget(c), c.batch); }
+// drop/rotate: rank r's shard; rotate moves the grid to the range's end in odd epochs.
+[[nodiscard]] cs::Slice expected_shard(const Config& c, std::int64_t r, std::uint64_t epoch) {
+  const std::int64_t offset =
+      c.remainder == cs::Remainder::rotate && epoch % 2 == 1 ? c.size() - c.world * c.per_rank() : 0;
+  const std::int64_t start = c.range().start + offset + r * c.per_rank();
+  return {start, start + c.per_rank()};
 }
 
-struct RemainderConfig {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  bool enforce = true;
-  std::int64_t world = 1;
-  cs::Remainder remainder = cs::Remainder::drop;
-  std::uint64_t seed = 0;
-
-  [[nodiscard]] cs::Slice range() const { return mask.value_or(cs::Slice{0, n_obs}); }
-  [[nodiscard]] std::int64_t size() const { return range().size(); }
-  [[nodiscard]] Dist rank(std::int64_t r) const {
-    return Dist(cs::RandomSampler({.chunk_size = chunk,
-                                   .preload_nchunks = preload,
-                                   .batch_size = batch,
-                                   .drop_last = drop_last,
-                                   .mask = mask,
-                                   .seed = seed}),
-                cs::DistInfo{.rank = r, .world_size = world},
-                {.enforce_equal_batches = enforce, .mode = cs::ShardMode::contiguous, .remainder = remainder});
-  }
-  // The rounding unit of a rank's share: whole batches with enforce_equal_batches.
-  [[nodiscard]] std::int64_t unit() const { return enforce ? batch : 1; }
-  [[nodiscard]] bool pads() const { return remainder == cs::Remainder::pad; }
-  // drop/rotate: observations per rank.
-  [[nodiscard]] std::int64_t per_rank() const { return size() / world / unit() * unit(); }
-  [[nodiscard]] bool servable() const { return pads() ? size() >= world : per_rank() >= 1; }
-  // Rows each rank's epoch holds: its shard (drop/rotate), or padded up (pad).
-  [[nodiscard]] std::int64_t budget() const { return pads() ? ceil_div(ceil_div(size(), world), unit()) * unit() : per_rank(); }
-  [[nodiscard]] std::int64_t n_batches() const { return ceil_div(budget(), batch); }
-  // drop/rotate: rank r's shard; rotate moves the grid to the range's end in odd epochs.
-  [[nodiscard]] cs::Slice shard(std::int64_t r, std::uint64_t epoch) const {
-    const std::int64_t offset =
-        remainder == cs::Remainder::rotate && epoch % 2 == 1 ? size() - world * per_rank() : 0;
-    const std::int64_t start = range().start + offset + r * per_rank();
-    return {start, start + per_rank()};
-  }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} enforce {} world {} remainder {} seed {}",
-                       chunk, preload, batch, n_obs,
-                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last,
-                       enforce, world, policy_name(remainder), seed);
-  }
-};
-
-RemainderConfig random_config(support::ConfigRng& g) {
-  RemainderConfig c;
-  c.chunk = g.between(1, 8);
-  c.preload = g.between(1, 4);
-  c.batch = g.divisor_of(c.chunk * c.preload);
+Config random_config(support::ConfigRng& g) {
+  Config c;
+  support::draw_shape(g, c, 8, 4);
   c.world = g.between(1, 8);
   c.enforce = g.between(0, 3) != 0;
   c.drop_last = c.enforce && g.coin();  // with enforce the budget is whole batches: drop_last changes nothing
-  c.remainder = static_cast<cs::Remainder>(g.between(0, 2));
+  c.remainder = support::draw_remainder(g);
   c.seed = g.next();
-  const std::int64_t size = g.between(0, 9) == 0 ? g.between(1, c.world * c.batch) : g.between(1, 4 * c.world * c.batch + 30);
-  if (g.coin()) {
-    const std::int64_t offset = g.between(1, 30);
-    c.mask = cs::Slice{offset, offset + size};
-    c.n_obs = offset + size + g.between(0, 30);
-  } else {
-    c.n_obs = size;
-  }
+  const std::int64_t size = support::draw_size(g, c.world * c.batch, 4 * c.world * c.batch + 30);
+  support::place(g, c, size);
   return c;
 }
 
@@ -124,11 +75,10 @@ TEST_CASE("Remainder policies in contiguous mode over random configurations and 
   int left_out_some = 0;
   int repeats_seen = 0;
   for (int trial = 0; trial < 240; ++trial) {
-    const RemainderConfig c = random_config(g);
+    const Config c = random_config(g);
     INFO(c.describe());
-    std::vector<Dist> ranks;
-    for (std::int64_t r = 0; r < c.world; ++r) ranks.push_back(c.rank(r));
-    if (!c.servable()) {
+    std::vector<Dist> ranks = c.ranks();
+    if (!servable(c)) {
       for (Dist& d : ranks) {
         CHECK_THROWS_AS(d.shard(c.n_obs), std::invalid_argument);
         CHECK_THROWS_AS(d.n_batches(c.n_obs), std::invalid_argument);
@@ -154,11 +104,11 @@ TEST_CASE("Remainder policies in contiguous mode over random configurations and 
         REQUIRE(d.epoch() == epoch);
         const cs::Slice shard = d.shard(c.n_obs);
         shards.push_back(shard);
-        if (!c.pads()) CHECK(shard == c.shard(r, epoch));
+        if (!pads(c)) CHECK(shard == expected_shard(c, r, epoch));
         const std::int64_t announced = d.n_batches(c.n_obs);
         const support::EpochRecord rec = support::walk(d, c.n_obs);
         CHECK(rec.n_batches() == announced);
-        CHECK(rec.n_batches() == c.n_batches());
+        CHECK(rec.n_batches() == n_batches(c));
         batch_counts.insert(rec.n_batches());
         if (c.enforce) {
           CHECK(rec.batches_all_full(c.batch));
@@ -167,12 +117,12 @@ TEST_CASE("Remainder policies in contiguous mode over random configurations and 
         }
         CHECK(rec.chunks_valid(shard, c.chunk));
         CHECK(rec.draws_inside(shard));  // pad: the repeats too come from the rank's own shard
-        CHECK(static_cast<std::int64_t>(rec.draws.size()) == c.budget());
+        CHECK(static_cast<std::int64_t>(rec.draws.size()) == budget(c));
         const auto mine = rec.counts();
-        if (c.pads()) {
+        if (pads(c)) {
           // Every row of the shard, and the missing rows as repeats of the rank's last request.
           CHECK(static_cast<std::int64_t>(mine.size()) == shard.size());
-          CHECK(c.budget() - shard.size() >= 0);
+          CHECK(budget(c) - shard.size() >= 0);
           std::set<std::int64_t> last_request;
           for (const cs::Slice& chunk : rec.requests.back().chunks)
             for (std::int64_t i = chunk.start; i < chunk.stop; ++i) last_request.insert(i);
@@ -180,7 +130,7 @@ TEST_CASE("Remainder policies in contiguous mode over random configurations and 
           for (const auto& [obs, n] : mine)
             if (n > 1) repeats_in_last = repeats_in_last && last_request.contains(obs);
           CHECK(repeats_in_last);
-          if (c.budget() > shard.size()) ++repeats_seen;
+          if (budget(c) > shard.size()) ++repeats_seen;
         } else {
           CHECK(rec.covers_exactly_once(shard));
         }
@@ -193,7 +143,7 @@ TEST_CASE("Remainder policies in contiguous mode over random configurations and 
       for (const auto& kv : counts) read.insert(kv.first);
       std::set<std::int64_t> left_out;
       std::ranges::set_difference(everything, read, std::inserter(left_out, left_out.end()));
-      if (c.pads()) {
+      if (pads(c)) {
         CHECK(left_out.empty());
         // Balanced shards tile the range in rank order, sizes floor or ceil of S / W.
         CHECK(shards.front().start == range.start);
@@ -246,7 +196,7 @@ TEST_CASE("Remainder worked example: 107 observations, 3 ranks, chunk 10, preloa
       {cs::Remainder::pad, {{0, 36}, {36, 72}, {72, 107}}, {{0, 36}, {36, 72}, {72, 107}}, 4},
   };
   for (const Expected& e : cases) {
-    INFO(policy_name(e.remainder));
+    INFO(support::policy_name(e.remainder));
     for (std::int64_t r = 0; r < 3; ++r) {
       INFO("rank " << r);
       Dist d(base, cs::DistInfo{.rank = r, .world_size = 3}, {.remainder = e.remainder});

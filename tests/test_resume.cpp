@@ -193,9 +193,43 @@ struct Coverage {
     if (c.mask) seen.insert("mask");
     if (c.world > 1) seen.insert("world > 1");
     if (!c.enforce) seen.insert("unequal batches");
-    seen.insert(c.remainder == cs::Remainder::drop ? "drop" : (c.remainder == cs::Remainder::pad ? "pad" : "rotate"));
+    seen.insert(support::policy_name(c.remainder));
   }
 };
+
+// Exact resume of every rank (and every worker of it) of DistributedSamplers in `mode`, over random
+// configurations drawn from `seed`: each rank's stream, and the ranks' agreement on the epoch.
+void check_distributed(std::uint64_t seed, cs::ShardMode mode) {
+  support::ConfigRng g(seed);
+  Tally tally;
+  Coverage coverage;
+  for (int trial = 0; trial < 60; ++trial) {
+    support::Config c = support::servable_config(g, {.max_world = 4});
+    c.mode = mode;
+    INFO(c.describe());
+    coverage.note(c);
+    const std::uint64_t epoch = random_epoch(g);
+    const std::int64_t workers = trial % 4 + 1;
+    c.with_base([&](const auto& base) {
+      const auto make_rank = [&](std::int64_t rank) {
+        return cs::DistributedSampler(base, cs::DistInfo{.rank = rank, .world_size = c.world}, c.dist_options());
+      };
+      check_ranks_agree(make_rank, c.world, c.n_obs, epoch, g);
+      for (std::int64_t rank = 0; rank < c.world; ++rank) {
+        INFO("rank " << rank << " of " << c.world);
+        check_workers([&] { return make_rank(rank); }, c.n_obs, epoch, workers, g, tally);
+      }
+    });
+  }
+  for (const char* feature : {"sequential", "replacement", "num_samples", "world > 1", "unequal batches", "drop",
+                              "pad", "rotate"}) {
+    INFO(feature);
+    CHECK(coverage.seen.contains(feature));
+  }
+  CHECK(tally.streams > 250);
+  CHECK(tally.points > 1500);
+  CHECK(tally.mid_request > 700);
+}
 
 }  // namespace
 
@@ -223,67 +257,11 @@ TEST_CASE("resume: RandomSampler and SequentialSampler continue at every batch",
 }
 
 TEST_CASE("resume: DistributedSampler with contiguous shards, on every rank", "[resume]") {
-  support::ConfigRng g(30002);
-  Tally tally;
-  Coverage coverage;
-  for (int trial = 0; trial < 60; ++trial) {
-    support::Config c = support::servable_config(g, {.max_world = 4});
-    c.mode = cs::ShardMode::contiguous;
-    INFO(c.describe());
-    coverage.note(c);
-    const std::uint64_t epoch = random_epoch(g);
-    const std::int64_t workers = trial % 4 + 1;
-    c.with_base([&](const auto& base) {
-      const auto make_rank = [&](std::int64_t rank) {
-        return cs::DistributedSampler(base, cs::DistInfo{.rank = rank, .world_size = c.world}, c.dist_options());
-      };
-      check_ranks_agree(make_rank, c.world, c.n_obs, epoch, g);
-      for (std::int64_t rank = 0; rank < c.world; ++rank) {
-        INFO("rank " << rank << " of " << c.world);
-        check_workers([&] { return make_rank(rank); }, c.n_obs, epoch, workers, g, tally);
-      }
-    });
-  }
-  for (const char* feature : {"sequential", "replacement", "num_samples", "world > 1", "unequal batches", "drop",
-                              "pad", "rotate"}) {
-    INFO(feature);
-    CHECK(coverage.seen.contains(feature));
-  }
-  CHECK(tally.streams > 250);
-  CHECK(tally.points > 1500);
-  CHECK(tally.mid_request > 700);
+  check_distributed(30002, cs::ShardMode::contiguous);
 }
 
 TEST_CASE("resume: DistributedSampler with a global shuffle, on every rank of the same world", "[resume]") {
-  support::ConfigRng g(30003);
-  Tally tally;
-  Coverage coverage;
-  for (int trial = 0; trial < 60; ++trial) {
-    support::Config c = support::servable_config(g, {.max_world = 4});
-    c.mode = cs::ShardMode::global;
-    INFO(c.describe());
-    coverage.note(c);
-    const std::uint64_t epoch = random_epoch(g);
-    const std::int64_t workers = trial % 4 + 1;
-    c.with_base([&](const auto& base) {
-      const auto make_rank = [&](std::int64_t rank) {
-        return cs::DistributedSampler(base, cs::DistInfo{.rank = rank, .world_size = c.world}, c.dist_options());
-      };
-      check_ranks_agree(make_rank, c.world, c.n_obs, epoch, g);
-      for (std::int64_t rank = 0; rank < c.world; ++rank) {
-        INFO("rank " << rank << " of " << c.world);
-        check_workers([&] { return make_rank(rank); }, c.n_obs, epoch, workers, g, tally);
-      }
-    });
-  }
-  for (const char* feature : {"sequential", "replacement", "num_samples", "world > 1", "unequal batches", "drop",
-                              "pad", "rotate"}) {
-    INFO(feature);
-    CHECK(coverage.seen.contains(feature));
-  }
-  CHECK(tally.streams > 250);
-  CHECK(tally.points > 1500);
-  CHECK(tally.mid_request > 700);
+  check_distributed(30003, cs::ShardMode::global);
 }
 
 TEST_CASE("resume: a restored worker sampler states its worker's point before it plays", "[resume]") {

@@ -14,13 +14,10 @@
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -29,24 +26,8 @@
 namespace {
 
 namespace cs = chunksampler;
-using Batch = std::vector<std::int64_t>;  // the observations one batch trains on
+using support::Batches;
 using Requests = std::vector<support::OwnedRequest>;
-
-[[nodiscard]] std::vector<Batch> batches_of(const Requests& requests) {
-  std::vector<Batch> out;
-  for (const support::OwnedRequest& request : requests)
-    for (const auto& batch : request.batches) {
-      Batch& obs = out.emplace_back();
-      for (const std::int64_t p : batch) obs.push_back(support::observation_at(request.chunks, p).value_or(-1));
-    }
-  return out;
-}
-
-[[nodiscard]] std::int64_t count_batches(const Requests& requests) {
-  std::int64_t n = 0;
-  for (const support::OwnedRequest& r : requests) n += static_cast<std::int64_t>(r.batches.size());
-  return n;
-}
 
 // The worker-split invariants for one rank's stream, with `k` workers. `make` returns a fresh
 // sampler ready to play the stream (as each worker process holds its own copy); `whole_epoch`
@@ -68,8 +49,8 @@ void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool wh
     auto range = s.sample(n_obs, worker);
     const std::int64_t in_range = range.n_batches();
     shares.push_back(support::collect(range));
-    CHECK(count_batches(shares.back()) == in_range);
-    if (whole_epoch) CHECK(count_batches(shares.back()) == announced);
+    CHECK(support::n_batches(shares.back()) == in_range);
+    if (whole_epoch) CHECK(support::n_batches(shares.back()) == announced);
     CHECK(s.epoch() == epoch + 1);
     // Deterministic: the same share from another copy, and from this one at the same epoch.
     auto twin = make();
@@ -94,12 +75,10 @@ void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool wh
   CHECK(interleaved);
 
   // The same multiset of batches, batch for batch.
-  std::vector<Batch> from_workers;
-  for (const Requests& share : shares) {
-    const std::vector<Batch> b = batches_of(share);
-    from_workers.insert(from_workers.end(), b.begin(), b.end());
-  }
-  std::vector<Batch> from_rank = batches_of(whole);
+  std::vector<Batches> per_worker;
+  for (const Requests& share : shares) per_worker.push_back(support::observations(share));
+  Batches from_workers = support::concat(per_worker);
+  Batches from_rank = support::observations(whole);
   std::ranges::sort(from_workers);
   std::ranges::sort(from_rank);
   CHECK(from_workers == from_rank);
@@ -109,7 +88,7 @@ void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool wh
   bool rank_repeats = false;
   bool shared = false;
   for (std::size_t i = 0; i < shares.size(); ++i)
-    for (const Batch& batch : batches_of(shares[i]))
+    for (const auto& batch : per_worker[i])
       for (const std::int64_t obs : batch) {
         const auto [it, fresh] = owner.emplace(obs, static_cast<std::int64_t>(i));
         if (!fresh) {
@@ -118,9 +97,9 @@ void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool wh
         }
       }
   std::set<std::int64_t> distinct;
-  for (const Batch& batch : from_rank) distinct.insert(batch.begin(), batch.end());
+  for (const auto& batch : from_rank) distinct.insert(batch.begin(), batch.end());
   std::size_t draws = 0;
-  for (const Batch& batch : from_rank) draws += batch.size();
+  for (const auto& batch : from_rank) draws += batch.size();
   if (distinct.size() == draws) {
     CHECK_FALSE(rank_repeats);
     CHECK_FALSE(shared);
@@ -145,39 +124,16 @@ void check_invalid_workers(S sampler, std::int64_t n_obs) {
   CHECK_NOTHROW(sampler.n_batches(n_obs, cs::WorkerInfo{.id = 2, .num_workers = 3}));
 }
 
-struct Base {
-  std::int64_t chunk = 1;
-  std::int64_t preload = 1;
-  std::int64_t batch = 1;
-  std::int64_t n_obs = 1;
-  std::optional<cs::Slice> mask;
-  bool drop_last = false;
-  std::uint64_t seed = 0;
-
-  [[nodiscard]] std::int64_t size() const { return mask ? mask->size() : n_obs; }
-  [[nodiscard]] std::string describe() const {
-    return fmt::format("chunk {} preload {} batch {} n_obs {} mask {} drop_last {} seed {}", chunk, preload, batch, n_obs,
-                       mask ? fmt::format("[{}, {})", mask->start, mask->stop) : std::string("none"), drop_last, seed);
-  }
-};
-
-// A base configuration whose range holds at least `min_size` observations.
-Base random_base(support::ConfigRng& g, std::int64_t min_size = 1) {
-  Base b;
-  b.chunk = g.between(1, 6);
-  b.preload = g.between(1, 3);
-  b.batch = g.divisor_of(b.chunk * b.preload);
-  b.drop_last = g.coin();
-  b.seed = g.next();
+// A configuration of a RandomSampler (or SequentialSampler) whose range holds at least `min_size`
+// observations.
+[[nodiscard]] support::Config random_base(support::ConfigRng& g, std::int64_t min_size = 1) {
+  support::Config c;
+  support::draw_shape(g, c, 6, 3);
+  c.drop_last = g.coin();
+  c.seed = g.next();
   const std::int64_t size = g.between(std::max(min_size, std::int64_t{1}), min_size + 250);
-  if (g.coin()) {
-    const std::int64_t offset = g.between(1, 30);
-    b.mask = cs::Slice{offset, offset + size};
-    b.n_obs = offset + size + g.between(0, 30);
-  } else {
-    b.n_obs = size;
-  }
-  return b;
+  support::place(g, c, size);
+  return c;
 }
 
 template <class S>
@@ -186,50 +142,33 @@ template <class S>
   return sampler;
 }
 
-[[nodiscard]] cs::RandomOptions random_options(const Base& b) {
-  return {.chunk_size = b.chunk,
-          .preload_nchunks = b.preload,
-          .batch_size = b.batch,
-          .drop_last = b.drop_last,
-          .mask = b.mask,
-          .seed = b.seed};
-}
-
 }  // namespace
 
 TEST_CASE("Workers split a RandomSampler's epoch", "[workers]") {
   support::ConfigRng g(31);
   for (int trial = 0; trial < 40; ++trial) {
-    const Base b = random_base(g);
-    cs::RandomOptions options = random_options(b);
+    support::Config c = random_base(g);
     const int variant = static_cast<int>(g.between(0, 2));
-    if (variant == 1) options.num_samples = g.between(1, b.size());                   // fewer than the range
-    if (variant == 2 && b.size() >= b.chunk) {                                          // with replacement
-      options.replacement = true;
-      options.num_samples = g.between(1, 2 * b.size());
+    if (variant == 1) c.num_samples = g.between(1, c.size());  // fewer than the range
+    if (variant == 2 && c.size() >= c.chunk) {                 // with replacement
+      c.replacement = true;
+      c.num_samples = g.between(1, 2 * c.size());
     }
-    INFO(b.describe() << " replacement " << options.replacement << " num_samples "
-                      << options.num_samples.value_or(-1));
-    const auto epoch = static_cast<std::uint64_t>(g.between(0, 5));
-    const auto make = [&] {
-      cs::RandomSampler s(options);
-      s.set_epoch(epoch);
-      return s;
-    };
-    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k);
+    c.epoch = static_cast<std::uint64_t>(g.between(0, 5));
+    INFO(c.describe());
+    const auto make = [&] { return at_epoch(cs::RandomSampler(c.options()), c.epoch); };
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, c.n_obs, k);
   }
 }
 
 TEST_CASE("Workers split a SequentialSampler's epoch", "[workers]") {
   support::ConfigRng g(32);
   for (int trial = 0; trial < 30; ++trial) {
-    const Base b = random_base(g);
-    INFO(b.describe());
-    const auto make = [&] {
-      return cs::SequentialSampler(
-          {.chunk_size = b.chunk, .preload_nchunks = b.preload, .batch_size = b.batch, .drop_last = b.drop_last, .mask = b.mask});
-    };
-    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k);
+    support::Config c = random_base(g);
+    c.sequential = true;
+    INFO(c.describe());
+    const auto make = [&] { return cs::SequentialSampler(c.sequential_options()); };
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, c.n_obs, k);
   }
 }
 
@@ -238,31 +177,20 @@ TEST_CASE("Workers split a DistributedSampler rank's epoch, contiguous and globa
   int global_runs = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const std::int64_t world = g.between(1, 5);
-    const Base b = random_base(g, world * 18);  // >= one whole batch per rank (batch <= 18)
-    const cs::DistributedOptions options{.enforce_equal_batches = g.between(0, 3) != 0,
-                                         .mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous,
-                                         .remainder = static_cast<cs::Remainder>(g.between(0, 2))};
+    support::Config c = random_base(g, world * 18);  // >= one whole batch per rank (batch <= 18)
+    c.world = world;
+    c.enforce = g.between(0, 3) != 0;
+    c.mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
+    c.remainder = support::draw_remainder(g);
     const cs::DistInfo info{.rank = g.between(0, world - 1), .world_size = world};
-    const bool sequential = g.between(0, 4) == 0;
-    INFO(b.describe() << " world " << world << " rank " << info.rank << " mode "
-                      << (options.mode == cs::ShardMode::global ? "global" : "contiguous") << " remainder "
-                      << static_cast<int>(options.remainder) << " enforce " << options.enforce_equal_batches
-                      << " sequential " << sequential);
-    if (options.mode == cs::ShardMode::global) ++global_runs;
-    const auto epoch = static_cast<std::uint64_t>(g.between(0, 3));
-    for (std::int64_t k = 1; k <= 6; ++k) {
-      if (sequential) {
-        const cs::SequentialSampler base({.chunk_size = b.chunk,
-                                          .preload_nchunks = b.preload,
-                                          .batch_size = b.batch,
-                                          .drop_last = b.drop_last,
-                                          .mask = b.mask});
-        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, options), epoch); }, b.n_obs, k);
-      } else {
-        const cs::RandomSampler base(random_options(b));
-        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, options), epoch); }, b.n_obs, k);
-      }
-    }
+    c.sequential = g.between(0, 4) == 0;
+    c.epoch = static_cast<std::uint64_t>(g.between(0, 3));
+    INFO(c.describe() << " rank " << info.rank);
+    if (c.mode == cs::ShardMode::global) ++global_runs;
+    c.with_base([&](const auto& base) {
+      for (std::int64_t k = 1; k <= 6; ++k)
+        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, c.dist_options()), c.epoch); }, c.n_obs, k);
+    });
   }
   CHECK(global_runs > 15);
 }
@@ -275,22 +203,22 @@ TEST_CASE("Workers split a rank's stream after an elastic restart", "[workers][d
     const std::int64_t w = g.between(2, 5);
     std::int64_t w2 = g.between(1, 4);
     if (w2 >= w) ++w2;  // another world size: a restore on the same one keeps the worker of the state
-    const Base b = random_base(g, std::max(w, w2) * 18);
-    const cs::DistributedOptions options{.mode = cs::ShardMode::global,
-                                         .remainder = g.coin() ? cs::Remainder::pad : cs::Remainder::drop};
-    const cs::RandomSampler base(random_options(b));
-    cs::DistributedSampler old(base, cs::DistInfo{.rank = 0, .world_size = w}, options);
-    const std::int64_t n = old.n_batches(b.n_obs);
-    (void)support::collect(old.sample(b.n_obs));
+    support::Config c = random_base(g, std::max(w, w2) * 18);
+    c.world = w;
+    c.mode = cs::ShardMode::global;
+    c.remainder = g.coin() ? cs::Remainder::pad : cs::Remainder::drop;
+    auto old = c.rank(0);
+    const std::int64_t n = old.n_batches(c.n_obs);
+    (void)support::collect(old.sample(c.n_obs));
     const std::string state = old.state(g.between(1, std::max<std::int64_t>(n - 1, 1))).to_string();
-    const cs::DistInfo info{.rank = g.between(0, w2 - 1), .world_size = w2};
-    INFO(b.describe() << " W " << w << " -> " << w2 << " rank " << info.rank << " state " << state);
+    const std::int64_t rank = g.between(0, w2 - 1);
+    INFO(c.describe() << " -> " << w2 << " rank " << rank << " state " << state);
     const auto make = [&] {
-      cs::DistributedSampler d(base, info, options);
+      auto d = c.rank(rank, w2);
       d.restore(cs::SamplerState::parse(state));
       return d;
     };
-    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, b.n_obs, k, false);
+    for (std::int64_t k = 1; k <= 6; ++k) check_workers(make, c.n_obs, k, false);
   }
 }
 
