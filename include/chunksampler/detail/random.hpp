@@ -3,7 +3,7 @@
 
 // Seeded randomness that gives the same numbers on every compiler and platform: pcg32 engines,
 // our own bounded draws (Lemire's multiply-shift with rejection) and Fisher-Yates shuffles.
-// std::uniform_int_distribution and std::shuffle are implementation-defined and never used.
+// The standard library's distributions and shuffle are implementation-defined and never used.
 
 #include <pcg_random.hpp>
 
