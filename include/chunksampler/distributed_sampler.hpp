@@ -207,13 +207,7 @@ class DistributedSampler {
           "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
           "change world size (use ShardMode::global for elastic restarts)",
           state.world_size, info_.world_size);
-    if (state.fingerprint != fingerprint())
-      detail::throw_invalid(
-          "DistributedSampler: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
-          state.fingerprint, fingerprint());
-    if (state.seed != seed())
-      detail::throw_invalid("DistributedSampler: restore: the state's seed ({}) is not this sampler's ({})",
-                            state.seed, seed());
+    detail::check_state_of("DistributedSampler", state, fingerprint(), seed());
     if (options_.mode == ShardMode::contiguous && (state.plan_world_size != state.world_size || state.runs))
       detail::throw_invalid("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
     if (state.world_size != info_.world_size && state.num_workers != 1)

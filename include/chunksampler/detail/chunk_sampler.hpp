@@ -89,6 +89,16 @@ class EpochCursor {
   WorkerInfo worker_;
 };
 
+/// Throws unless `state` was taken from a sampler of this configuration and seed.
+inline void check_state_of(std::string_view sampler, const SamplerState& state, std::uint64_t fingerprint,
+                           std::uint64_t seed) {
+  if (state.fingerprint != fingerprint)
+    throw_invalid("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})", sampler,
+                  state.fingerprint, fingerprint);
+  if (state.seed != seed)
+    throw_invalid("{}: restore: the state's seed ({}) is not this sampler's ({})", sampler, state.seed, seed);
+}
+
 /// Throws unless `skip` batches fit in a stream of `total`.
 inline void check_skip(std::int64_t skip, std::int64_t total) {
   if (skip > total)
@@ -156,9 +166,9 @@ class ChunkSamplerBase {
   /// with `drop_last`, where `n` is `epoch_size(n_obs)`; a worker gets its share.
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
     check_worker(worker);
-    const ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
-    if (worker.num_workers == 1) return epoch_plan.n_batches();
-    return range_type(epoch_plan, {{0, epoch_plan.n_batches()}}, {worker.id, worker.num_workers}).n_batches();
+    ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
+    const std::int64_t total = epoch_plan.n_batches();
+    return range_type(std::move(epoch_plan), {{0, total}}, {worker.id, worker.num_workers}).n_batches();
   }
   /// Synonym of `n_batches`, as annbatch's `n_iters`.
   [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
@@ -209,12 +219,7 @@ class ChunkSamplerBase {
   /// configuration or seed, or of a distributed sampler.
   void restore(const SamplerState& state) {
     state.check();
-    if (state.fingerprint != fingerprint())
-      throw_invalid("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
-                    Derived::name, state.fingerprint, fingerprint());
-    if (state.seed != rng_.seed())
-      throw_invalid("{}: restore: the state's seed ({}) is not this sampler's ({})", Derived::name, state.seed,
-                    rng_.seed());
+    check_state_of(Derived::name, state, fingerprint(), rng_.seed());
     if (state.world_size != 1 || state.plan_world_size != 1 || state.runs)
       throw_invalid("{}: restore: the state is of a distributed sampler (world_size {}); restore it into one",
                     Derived::name, state.world_size);
