@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_build_packages
-ensure_packages catch2 libopenmpi-dev openmpi-bin
+# The multi-process jobs: mpirun, torchrun, HDF5 and AnnData (for the .h5ad fixture).
+ensure_packages catch2 libopenmpi-dev openmpi-bin python3-torch libhdf5-dev python3-anndata
 
 jobs=$(nproc)
 cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
