@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+// chunksampler_bench: chunksampler's samplers side by side with libtorch's DistributedRandomSampler
+// and the shuffle floor, timed with Google Benchmark in one run and printed as one Markdown table.
+//
+//   chunksampler_bench                      # N = 10^6 ... 10^9, and 10^12 for chunksampler alone
+//   chunksampler_bench --sizes 100000 --once   # CI: every benchmark once, on a tiny N
+//
+// Progress goes to stderr, the table to stdout. Google Benchmark's flags pass through. The peak
+// memory of each (sampler, N) is measured in a fresh process of this program (--probe), so one
+// measurement's allocations never hide another's.
+
+#include "workloads.hpp"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+#include <unistd.h>
+
+namespace {
+
+std::vector<bench::Workload> all_workloads() {
+  std::vector<bench::Workload> workloads{bench::floor_workload()};
+  for (bench::Workload& w : bench::chunksampler_workloads()) workloads.push_back(std::move(w));
+#ifdef CHUNKSAMPLER_BENCH_LIBTORCH
+  workloads.push_back(bench::libtorch_workload());
+#endif
+  return workloads;
+}
+
+// "1e9", "1000000" or "10^6".
+std::int64_t parse_size(std::string_view text) {
+  const auto fail = [&] { return std::invalid_argument(fmt::format("--sizes: {:?} is not a size such as 1e6", text)); };
+  std::int64_t mantissa = 0;
+  std::size_t exponent_at = text.find_first_of("e^");
+  const std::string_view digits = text.substr(0, exponent_at);
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), mantissa).ptr != digits.data() + digits.size())
+    throw fail();
+  if (exponent_at == std::string_view::npos) return mantissa;
+  if (text[exponent_at] == '^') {
+    if (mantissa != 10) throw fail();
+    mantissa = 1;
+  }
+  const std::string_view power = text.substr(exponent_at + 1);
+  int exponent = 0;
+  if (std::from_chars(power.data(), power.data() + power.size(), exponent).ptr != power.data() + power.size() ||
+      exponent < 0 || exponent > 18)
+    throw fail();
+  for (int i = 0; i < exponent; ++i) mantissa *= 10;
+  return mantissa;
+}
+
+std::string size_name(std::int64_t n) {
+  int exponent = 0;
+  std::int64_t rest = n;
+  while (rest >= 10 && rest % 10 == 0) rest /= 10, ++exponent;
+  return rest == 1 && exponent >= 3 ? fmt::format("10^{}", exponent) : fmt::format("{}", n);
+}
+
+// kB fields of /proc/self/status: VmRSS (resident now) and VmHWM (the peak).
+std::int64_t status_kb(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with(field)) return std::stoll(line.substr(field.size() + 1));
+  throw std::runtime_error(fmt::format("/proc/self/status has no {}", field));
+}
+
+// In a fresh process: the peak resident memory one workload adds to the process, in bytes.
+int probe(const bench::Workload& w, std::int64_t n) {
+  const std::int64_t empty = status_kb("VmRSS");
+  if (n <= w.max_epoch_n) {
+    w.epoch(n);
+  } else {
+    w.first_batch(n);
+    if (w.restore) w.restore(n)();
+  }
+  fmt::print("{}\n", (status_kb("VmHWM") - empty) * 1024);
+  return 0;
+}
+
+std::optional<std::int64_t> probe_in_child(std::size_t workload, std::int64_t n) {
+  std::array<char, 4096> exe{};
+  const ssize_t length = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (length <= 0) return std::nullopt;
+  const std::string command =
+      fmt::format("'{}' --probe {} {}", std::string_view(exe.data(), static_cast<std::size_t>(length)), workload, n);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) return std::nullopt;
+  std::array<char, 64> line{};
+  if (std::fgets(line.data(), static_cast<int>(line.size()), pipe.get()) == nullptr) return std::nullopt;
+  return std::stoll(line.data());
+}
+
+// What the table needs of every (measurement, workload, N), in nanoseconds.
+struct Key {
+  std::string what;
+  std::size_t workload;
+  std::int64_t n;
+  auto operator<=>(const Key&) const = default;
+};
+
+// Every repetition's time per iteration; the table shows their median.
+struct Measured {
+  std::vector<double> ms;  // real time per iteration
+  double positions = 0;    // epoch: positions per iteration
+
+  [[nodiscard]] double median_ns() const {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t mid = sorted.size() / 2;
+    const double median = sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    return median * 1e6;
+  }
+};
+
+class Collector : public benchmark::ConsoleReporter {
+ public:
+  Collector(std::map<Key, Measured>& results, std::map<std::string, Key>& keys)
+      : ConsoleReporter(OO_Tabular), results_(results), keys_(keys) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      const auto key = keys_.find(run.run_name.function_name);
+      if (key == keys_.end()) continue;
+      Measured& m = results_[key->second];
+      m.ms.push_back(run.GetAdjustedRealTime());
+      if (const auto p = run.counters.find("positions"); p != run.counters.end()) m.positions = p->second.value;
+    }
+  }
+
+ private:
+  std::map<Key, Measured>& results_;
+  std::map<std::string, Key>& keys_;
+};
+
+std::string duration(double ns) {
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.0f} µs", ns / 1e3);
+  if (ns < 1e9) return fmt::format("{:.1f} ms", ns / 1e6);
+  return fmt::format("{:.1f} s", ns / 1e9);
+}
+
+std::string bytes(std::int64_t b) {
+  if (b < 1024 * 1024) return fmt::format("{:.0f} KiB", static_cast<double>(b) / 1024);
+  if (b < std::int64_t{1} << 30) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.starts_with("model name")) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<bench::Workload> workloads = all_workloads();
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.size() == 3 && args[0] == "--probe") {
+    const std::size_t w = static_cast<std::size_t>(std::stoul(std::string(args[1])));
+    return probe(workloads.at(w), std::stoll(std::string(args[2])));
+  }
+
+  benchmark::Initialize(&argc, argv);
+  std::vector<std::int64_t> sizes{1'000'000, 10'000'000, 100'000'000, 1'000'000'000, 1'000'000'000'000};
+  bool once = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    try {
+      if (arg == "--once") {
+        once = true;
+      } else if (arg == "--sizes" && i + 1 < argc) {
+        sizes.clear();
+        std::string_view list = argv[++i];
+        for (std::size_t comma; !list.empty(); list.remove_prefix(std::min(comma + 1, list.size()))) {
+          comma = std::min(list.find(','), list.size());
+          sizes.push_back(parse_size(list.substr(0, comma)));
+        }
+      } else {
+        throw std::invalid_argument(fmt::format("{}: unknown option; use --sizes N,N,... and --once", arg));
+      }
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "chunksampler_bench: {}\n", e.what());
+      return 2;
+    }
+  }
+
+  std::map<std::string, Key> keys;
+  const auto add = [&](std::string what, std::size_t w, std::int64_t n, auto body) {
+    const std::string name = fmt::format("{}/{}/{}", what, workloads[w].name, size_name(n));
+    keys.emplace(name, Key{std::move(what), w, n});
+    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), body);
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+    // Our 2-core machines are noisy: the median of 5 repetitions, except where one takes seconds.
+    if (once) b->Iterations(1);
+    else b->Repetitions(workloads[w].name.starts_with("libtorch") && n >= 100'000'000 ? 1 : 5);
+  };
+  for (const std::int64_t n : sizes)
+    for (std::size_t w = 0; w < workloads.size(); ++w) {
+      const bench::Workload& work = workloads[w];
+      if (n <= work.max_epoch_n)
+        add("epoch", w, n, [&work, n](benchmark::State& state) {
+          std::int64_t positions = 0;
+          for (auto _ : state) positions = work.epoch(n);
+          state.counters["positions"] = static_cast<double>(positions);
+        });
+      if (work.first_batch && (n <= work.max_epoch_n || work.restore))
+        add("first", w, n, [&work, n](benchmark::State& state) {
+          for (auto _ : state) work.first_batch(n);
+        });
+      if (work.restore)
+        add("restore", w, n, [&work, n](benchmark::State& state) {
+          const std::function<void()> restore = work.restore(n);
+          for (auto _ : state) restore();
+        });
+    }
+
+  std::map<Key, Measured> results;
+  Collector collector(results, keys);
+  collector.SetOutputStream(&std::cerr);
+  collector.SetErrorStream(&std::cerr);
+  benchmark::RunSpecifiedBenchmarks(&collector);
+
+  // Every benchmark registered must have reported: an error leaves a hole, and the exit status says so.
+  std::vector<std::string> missing;
+  for (const auto& [name, key] : keys)
+    if (!results.contains(key)) missing.push_back(name);
+  std::map<Key, std::int64_t> memory;
+  for (const std::int64_t n : sizes)
+    for (std::size_t w = 0; w < workloads.size(); ++w) {
+      fmt::print(stderr, "peak memory: {} at N = {}\n", workloads[w].name, size_name(n));
+      if (n > workloads[w].max_epoch_n && !workloads[w].restore) continue;
+      if (const auto peak = probe_in_child(w, n)) memory[{"memory", w, n}] = *peak;
+      else missing.push_back(fmt::format("peak memory of {} at N = {}", workloads[w].name, size_name(n)));
+    }
+
+  // The table: one row per (N, sampler); ratios against the floor and libtorch of the same N.
+  const auto find = [&](std::string_view what, std::size_t w, std::int64_t n) -> const Measured* {
+    const auto it = results.find({std::string(what), w, n});
+    return it == results.end() ? nullptr : &it->second;
+  };
+  const auto per_position = [&](std::size_t w, std::int64_t n) -> std::optional<double> {
+    const Measured* m = find("epoch", w, n);
+    if (m == nullptr || m->positions <= 0) return std::nullopt;
+    return m->median_ns() / m->positions;
+  };
+  const auto libtorch = std::find_if(workloads.begin(), workloads.end(),
+                                     [](const bench::Workload& w) { return w.name.starts_with("libtorch"); });
+  const auto libtorch_index = static_cast<std::size_t>(libtorch - workloads.begin());
+
+  fmt::print("Rank 0 of 8, batches of 256 (chunk 256, preload 64: 16,384-position requests); {}, {} cores; "
+             "GCC {}, Release.\n\n",
+             cpu_model(), sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
+  fmt::print("| sampler | N | ns per position | × floor | × libtorch | first batch | restore + next batch | "
+             "peak memory |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  const auto cell = [](std::optional<double> v, auto format) { return v ? format(*v) : std::string("–"); };
+  for (const std::int64_t n : sizes)
+    for (std::size_t w = 0; w < workloads.size(); ++w) {
+      const std::optional<double> ns = per_position(w, n);
+      const std::optional<double> floor = per_position(0, n);
+      const std::optional<double> peer = libtorch == workloads.end() ? std::nullopt : per_position(libtorch_index, n);
+      const Measured* first = find("first", w, n);
+      const Measured* restore = find("restore", w, n);
+      const auto mem = memory.find({"memory", w, n});
+      if (!ns && first == nullptr) continue;
+      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} |\n", workloads[w].name, size_name(n),
+                 cell(ns, [](double v) { return fmt::format("{:.2f}", v); }),
+                 cell(ns && floor ? std::optional(*ns / *floor) : std::nullopt,
+                      [](double v) { return fmt::format("{:.2f}", v); }),
+                 cell(ns && peer ? std::optional(*ns / *peer) : std::nullopt,
+                      [](double v) { return fmt::format("{:.4f}", v); }),
+                 first ? duration(first->median_ns()) : "–", restore ? duration(restore->median_ns()) : "–",
+                 mem == memory.end() ? "–" : bytes(mem->second));
+    }
+  for (const std::string& name : missing) fmt::print(stderr, "chunksampler_bench: no result for {}\n", name);
+  return missing.empty() ? 0 : 1;
+}

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The work each sampler is measured on, behind one interface, so that the table compares like
+// with like: rank 0 of an 8-rank job, batches of 256, every position of every batch consumed.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+inline constexpr std::int64_t world_size = 8;
+inline constexpr std::int64_t chunk_size = 256;
+inline constexpr std::int64_t preload_nchunks = 64;
+inline constexpr std::int64_t batch_size = 256;
+inline constexpr std::int64_t request_size = chunk_size * preload_nchunks;  // 16,384 positions
+
+/// Rank 0's positions per epoch with equal batch counts: its share rounded down to whole batches.
+[[nodiscard]] constexpr std::int64_t rank_positions(std::int64_t n) noexcept {
+  return n / world_size / batch_size * batch_size;
+}
+
+struct Workload {
+  std::string name;
+  /// The largest N whose whole epoch is timed and walked by the memory probe; beyond it only
+  /// the first batch and the restore are measured.
+  std::int64_t max_epoch_n = 0;
+  /// One epoch of rank 0, every position of every batch consumed; returns the positions.
+  std::function<std::int64_t(std::int64_t n)> epoch;
+  /// From nothing to the first batch consumed: construction, planning, the first request.
+  std::function<void(std::int64_t n)> first_batch;
+  /// Takes a checkpoint in the middle of an epoch and returns what the timing repeats:
+  /// restore it into a new sampler and consume the next batch. Empty when unsupported.
+  std::function<std::function<void()>(std::int64_t n)> restore;
+};
+
+/// The shuffle floor: 16,384-position buffers filled and shuffled (pcg32, Lemire's bounded
+/// draws, Fisher-Yates), each batch summed, with nothing else.
+[[nodiscard]] Workload floor_workload();
+/// DistributedSampler(RandomSampler) in both shard modes, and DistributedSampler(SequentialSampler).
+[[nodiscard]] std::vector<Workload> chunksampler_workloads();
+/// libtorch's torch::data::samplers::DistributedRandomSampler(N, 8, 0) with next(256); only in
+/// builds that found libtorch (CHUNKSAMPLER_BENCH_LIBTORCH).
+[[nodiscard]] Workload libtorch_workload();
+
+}  // namespace bench
