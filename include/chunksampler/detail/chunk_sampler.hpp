@@ -4,6 +4,7 @@
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/chunk_plan.hpp>
 #include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/planned_sampler.hpp>
 #include <chunksampler/detail/stream.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
@@ -45,76 +46,14 @@ struct ChunkConfig {
   return h;
 }
 
-/// Where a sampler stands between epochs: the epoch the next `sample()` plays, the one it
-/// played last (for `state`), and a restored point the next `sample()` resumes from.
-class EpochCursor {
- public:
-  [[nodiscard]] std::uint64_t next() const noexcept { return next_; }
-  void set(std::uint64_t epoch) noexcept {
-    next_ = epoch;
-    current_.reset();
-    resume_.reset();
-  }
-  /// The epoch `state()` speaks of: the one being played, else the next.
-  [[nodiscard]] std::uint64_t current() const noexcept { return current_.value_or(next_); }
-  [[nodiscard]] const WorkerInfo& worker() const noexcept { return worker_; }
-  void restore(const SamplerState& state) {
-    next_ = state.epoch;
-    current_.reset();
-    resume_ = state;
-    worker_ = {.id = state.worker, .num_workers = state.num_workers};
-  }
-  /// The batches the next epoch's stream skips: a restored state's, else 0. Throws if that
-  /// state is of another worker.
-  [[nodiscard]] std::int64_t resume_point(const WorkerInfo& worker) const {
-    if (!resume_) return 0;
-    if (resume_->num_workers != worker.num_workers || resume_->worker != worker.id)
-      throw_invalid("restore: the state is of worker {} of {}, but sample() was called for worker {} of {}",
-                    resume_->worker, resume_->num_workers, worker.id, worker.num_workers);
-    return resume_->batches_done;
-  }
-  /// The restored state the next epoch continues, if any.
-  [[nodiscard]] const std::optional<SamplerState>& pending() const noexcept { return resume_; }
-  /// Marks the start of the next epoch, read by `worker`.
-  void start(const WorkerInfo& worker) noexcept {
-    resume_.reset();
-    current_ = next_++;
-    worker_ = worker;
-  }
-
- private:
-  std::uint64_t next_ = 0;
-  std::optional<std::uint64_t> current_;
-  std::optional<SamplerState> resume_;
-  WorkerInfo worker_;
-};
-
-/// Throws unless `state` was taken from a sampler of this configuration and seed.
-inline void check_state_of(std::string_view sampler, const SamplerState& state, std::uint64_t fingerprint,
-                           std::uint64_t seed) {
-  if (state.fingerprint != fingerprint)
-    throw_invalid("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})", sampler,
-                  state.fingerprint, fingerprint);
-  if (state.seed != seed)
-    throw_invalid("{}: restore: the state's seed ({}) is not this sampler's ({})", sampler, state.seed, seed);
-}
-
-/// Throws unless `skip` batches fit in a stream of `total`.
-inline void check_skip(std::int64_t skip, std::int64_t total) {
-  if (skip > total)
-    throw_invalid("restore: the state's batches ({}) exceed the {} batches of its stream for this n_obs", skip, total);
-}
-
 /// The purposes a sampler draws for, each its own stream within an epoch.
 enum class Purpose : std::uint64_t { chunk_order = 1, positions = 2 };
 
 /// The body of `RandomSampler` and `SequentialSampler`; `Derived` names itself in messages
 /// (`Derived::name`) and is what `with_shard` returns.
 template <class Derived>
-class ChunkSamplerBase {
+class ChunkSamplerBase : public PlannedSampler<Derived, ChunkPlan> {
  public:
-  /// The range `sample()` returns.
-  using range_type = StreamRange<ChunkPlan>;
 
   /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
   [[nodiscard]] std::int64_t batch_size() const noexcept { return config_.batch_size; }
@@ -128,12 +67,6 @@ class ChunkSamplerBase {
   [[nodiscard]] bool shuffle() const noexcept { return config_.shuffle; }
   /// The observation range sampled; `std::nullopt` is all of `[0, n_obs)`.
   [[nodiscard]] const std::optional<Slice>& mask() const noexcept { return config_.mask; }
-  /// The random stream every draw comes from.
-  [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
-  /// The epoch the next `sample()` plays.
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
-  /// Pins the next `sample()` to epoch `epoch` (from its start); later calls go on from there.
-  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
   /// A hash of every setting that shapes an epoch; states carry it.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_of(Derived::name, config_); }
 
@@ -162,68 +95,11 @@ class ChunkSamplerBase {
     return config_.budget.value_or(config_.num_samples.value_or(resolved_mask(n_obs).size()));
   }
 
-  /// Batches one epoch over `n_obs` observations yields: `ceil(n / batch_size)`, or the floor
-  /// with `drop_last`, where `n` is `epoch_size(n_obs)`; a worker gets its share.
-  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    check_worker(worker);
-    ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
-    const std::int64_t total = epoch_plan.n_batches();
-    return range_type(std::move(epoch_plan), {{0, total}}, {worker.id, worker.num_workers}).n_batches();
-  }
-  /// Synonym of `n_batches`, as annbatch's `n_iters`.
-  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return n_batches(n_obs, worker);
-  }
-
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
   [[nodiscard]] ChunkPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
     validate(n_obs);
     return ChunkPlan(layout(n_obs), rng_.key(epoch, static_cast<std::uint64_t>(Purpose::chunk_order)),
                      rng_.key(epoch, static_cast<std::uint64_t>(Purpose::positions)));
-  }
-
-  /// The requests of epoch `epoch()` over `n_obs` observations (worker `worker`'s share of
-  /// them: requests `id, id + num_workers, ...`), from a restored point if one is pending; then
-  /// moves to the next epoch. Validates first: throws before anything is yielded.
-  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
-    check_worker(worker);
-    ChunkPlan epoch_plan = plan(n_obs, cursor_.next());
-    const std::int64_t total = epoch_plan.n_batches();
-    const std::int64_t skip = cursor_.resume_point(worker);
-    range_type range(std::move(epoch_plan), {{0, total}}, {worker.id, worker.num_workers}, skip);
-    check_skip(skip, range.share_batches());
-    cursor_.start(worker);
-    return range;
-  }
-
-  /// The point after the first `batches_done` batches of the current epoch (the one the last
-  /// `sample()` played, counted from its start, or the next if none has since
-  /// `set_epoch`/`restore`); of the worker's share when sampled with a `WorkerInfo`.
-  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
-    const SamplerState result{.fingerprint = fingerprint(),
-                              .seed = rng_.seed(),
-                              .epoch = cursor_.current(),
-                              .batches_done = batches_done,
-                              .world_size = 1,
-                              .plan_world_size = 1,
-                              .num_workers = cursor_.worker().num_workers,
-                              .worker = cursor_.worker().id,
-                              .runs = std::nullopt,
-                              .dealt_at = 0};
-    result.check();
-    return result;
-  }
-
-  /// Makes the next `sample()` continue exactly after `state`: its remaining batches equal those
-  /// of the uninterrupted epoch. Throws `std::invalid_argument` for a state of another
-  /// configuration or seed, or of a distributed sampler.
-  void restore(const SamplerState& state) {
-    state.check();
-    check_state_of(Derived::name, state, fingerprint(), rng_.seed());
-    if (state.world_size != 1 || state.plan_world_size != 1 || state.runs)
-      throw_invalid("{}: restore: the state is of a distributed sampler (world_size {}); restore it into one",
-                    Derived::name, state.world_size);
-    cursor_.restore(state);
   }
 
   /// A copy restricted to `shard.mask`, on the stream `rng().spawn(shard.stream)`, whose epochs
@@ -239,11 +115,13 @@ class ChunkSamplerBase {
   }
 
  protected:
-  ChunkSamplerBase(const ChunkConfig& config, std::uint64_t seed) : config_(config), rng_(seed) { check_config(); }
+  ChunkSamplerBase(const ChunkConfig& config, std::uint64_t seed)
+      : PlannedSampler<Derived, ChunkPlan>(seed), config_(config) {
+    check_config();
+  }
 
+  using PlannedSampler<Derived, ChunkPlan>::rng_;
   ChunkConfig config_;
-  Rng rng_;
-  EpochCursor cursor_;
 
  private:
   void check_config() const {
