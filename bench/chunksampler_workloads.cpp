@@ -50,6 +50,7 @@ Workload workload(std::string name, Make make) {
   return {
       .name = std::move(name),
       .max_epoch_n = max_walked_n,
+      .max_n = cs::detail::max_size,
       .epoch = [make](std::int64_t n) {
         auto sampler = make();
         return consume_epoch(sampler, n);
@@ -93,6 +94,7 @@ Workload floor_workload() {
   return {
       .name = "shuffle floor",
       .max_epoch_n = max_walked_n,
+      .max_n = max_walked_n,
       .epoch = [](std::int64_t n) {
         const std::int64_t positions = rank_positions(n);
         std::vector<std::int64_t> buffer(static_cast<std::size_t>(request_size));

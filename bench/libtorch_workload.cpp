@@ -41,7 +41,9 @@ std::int64_t consume(DistributedRandomSampler& sampler, std::int64_t batches) {
 Workload libtorch_workload() {
   return {
       .name = "libtorch DistributedRandomSampler",
-      .max_epoch_n = 1'000'000'000,  // it materializes a permutation of all N indices: 8 GB at 10^9
+      // It materializes a permutation of all N indices: 8 GB at 10^9, 8 TB at 10^12.
+      .max_epoch_n = 1'000'000'000,
+      .max_n = 1'000'000'000,
       .epoch = [](std::int64_t n) {
         auto sampler = rank0(n);  // the constructor draws the epoch's permutation, as reset() does
         return consume(sampler, INT64_MAX);

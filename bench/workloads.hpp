@@ -27,6 +27,8 @@ struct Workload {
   /// The largest N whose whole epoch is timed and walked by the memory probe; beyond it only
   /// the first batch and the restore are measured.
   std::int64_t max_epoch_n = 0;
+  /// The largest N it runs at all.
+  std::int64_t max_n = 0;
   /// One epoch of rank 0, every position of every batch consumed; returns the positions.
   std::function<std::int64_t(std::int64_t n)> epoch;
   /// From nothing to the first batch consumed: construction, planning, the first request.

@@ -67,7 +67,7 @@ concept HasEpochs = requires(S& s, const S& cs, std::uint64_t epoch) {
 
 /// What `DistributedSampler` asks of the sampler it wraps: one part of the job's data.
 struct Shard {
-  Slice mask;                ///< the observations this part reads, inside the wrapped sampler's range
+  Slice mask;                ///< the part of the wrapped sampler's range this shard reads (see requirement 4)
   std::uint64_t stream = 0;  ///< the random stream it draws from: `rng().spawn(stream)`
   std::int64_t budget = 1;   ///< positions per epoch; above the rows of `mask` (no replacement), rows repeat
 };
@@ -90,10 +90,12 @@ concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs,
 ///     budget, or the mask's size).
 ///  3. `plan(n_obs, e)` is epoch `e` as an `EpochPlan`; `sample(n_obs)` yields the batches of
 ///     `plan(n_obs, epoch())` in order, then moves to `epoch() + 1`.
-///  4. `with_shard(shard)` returns a copy that reads only `shard.mask`, draws from the random
-///     stream `shard.stream` of its own (the same for the same seed and stream, different for
-///     different ones), holds `shard.budget` positions per epoch, and keeps the epoch. It leaves
-///     `*this` unchanged.
+///  4. `with_shard(shard)` returns a copy that reads only the part of its data `shard.mask`
+///     designates (the observations of `shard.mask` itself for a sampler over one range; a
+///     mixture reads the same fraction of each of its datasets), such that disjoint masks
+///     designate disjoint parts; it draws from the random stream `shard.stream` of its own (the
+///     same for the same seed and stream, different for different ones), holds `shard.budget`
+///     positions per epoch, and keeps the epoch. It leaves `*this` unchanged.
 ///  5. `fingerprint()` hashes every setting that shapes an epoch.
 template <class S>
 concept DistributableSampler = Sampler<S> && std::copy_constructible<S> && HasEpochs<S> && Plannable<S>;
