@@ -7,6 +7,7 @@
 
 #include <pcg_random.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -53,17 +54,20 @@ struct Wide {
 #endif
 }
 
+/// A uniform draw from `[0, bound)`, `bound >= 1`, without bias (Lemire 2019), for bounds of
+/// 32 bits: one engine output, and a division only when that output lands in the biased zone.
+[[nodiscard]] inline std::uint32_t bounded32(Engine& engine, std::uint32_t bound) noexcept {
+  std::uint64_t m = std::uint64_t{engine()} * bound;
+  if (static_cast<std::uint32_t>(m) < bound) {
+    const std::uint32_t threshold = static_cast<std::uint32_t>(-bound) % bound;
+    while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t{engine()} * bound;
+  }
+  return static_cast<std::uint32_t>(m >> 32U);
+}
+
 /// A uniform draw from `[0, bound)`, `bound >= 1`, without bias (Lemire 2019).
 [[nodiscard]] inline std::uint64_t bounded(Engine& engine, std::uint64_t bound) noexcept {
-  if (bound <= 0xffffffffULL) {
-    const auto b32 = static_cast<std::uint32_t>(bound);
-    std::uint64_t m = std::uint64_t{engine()} * b32;
-    if (static_cast<std::uint32_t>(m) < b32) {
-      const std::uint32_t threshold = static_cast<std::uint32_t>(-b32) % b32;
-      while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t{engine()} * b32;
-    }
-    return m >> 32U;
-  }
+  if (bound <= 0xffffffffULL) return bounded32(engine, static_cast<std::uint32_t>(bound));
   // Two statements: the order of two calls within one expression is unspecified.
   const auto next64 = [&engine] {
     const std::uint64_t high = engine();
@@ -82,11 +86,23 @@ struct Wide {
 /// to its front (a partial Fisher-Yates shuffle); `count == values.size()` shuffles it all.
 template <class T>
 void partial_shuffle(Engine& engine, std::span<T> values, std::size_t count) noexcept {
+  // A local engine: a store into `values` (64-bit integers) may alias the engine's state as far
+  // as the compiler knows, which would reload that state from memory on every draw.
+  Engine local = engine;
   const std::size_t n = values.size();
-  for (std::size_t i = 0; i < count && i + 1 < n; ++i) {
-    const std::size_t j = i + static_cast<std::size_t>(bounded(engine, n - i));
-    std::swap(values[i], values[j]);
+  const std::size_t draws = n == 0 ? 0 : std::min(count, n - 1);
+  if (n <= 0xffffffffULL) {  // every request's buffer: the draws need no check of their bound's width
+    for (std::size_t i = 0; i < draws; ++i) {
+      const std::size_t j = i + bounded32(local, static_cast<std::uint32_t>(n - i));
+      std::swap(values[i], values[j]);
+    }
+  } else {
+    for (std::size_t i = 0; i < draws; ++i) {
+      const std::size_t j = i + static_cast<std::size_t>(bounded(local, n - i));
+      std::swap(values[i], values[j]);
+    }
   }
+  engine = local;
 }
 
 /// A keyed bijection of `[0, n)` evaluated at any position in O(1) time and memory: a balanced
