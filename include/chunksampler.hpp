@@ -4,9 +4,11 @@
 /// chunksampler: chunk samplers that plan contiguous reads and shuffled batches for
 /// data-parallel training. Include this for everything but `<chunksampler/mpi.hpp>`.
 
+#include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
+#include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/rng.hpp>

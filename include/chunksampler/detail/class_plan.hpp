@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/random.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace chunksampler::detail {
+
+/// The runs of one sampled class (weight > 0), in data order, with the prefix sums of the
+/// chunk starts they hold: run `i` holds `runs[i].size() - chunk_size + 1` starts, and
+/// `prefix[i]` counts those of runs `[0, i)` (`prefix.size() == runs.size() + 1`).
+struct ClassRuns {
+  std::int32_t code = 0;
+  double weight = 0;
+  std::vector<Slice> runs;
+  std::vector<std::int64_t> prefix;
+};
+
+/// The run-length encoding a `ClassSampler` keeps of its codes: only the runs of sampled
+/// classes, by class code. Built once and shared, never changed, by every copy and plan.
+struct ClassTable {
+  std::int64_t chunk_size = 0;
+  std::vector<ClassRuns> classes;
+};
+
+/// Where one class's chunk starts lie inside a range: runs `[lo, hi)` of its `ClassRuns` meet
+/// the range, holding `starts` valid starts after clipping. The first `skipped` starts of run
+/// `lo` fall before the range's start (clipping at its stop only shortens the count), so the
+/// range's `s`-th start is the `(prefix[lo] + skipped + s)`-th start of the class.
+struct ClassWindow {
+  std::size_t index = 0;   ///< the class's position in `ClassTable::classes`
+  std::size_t lo = 0;
+  std::size_t hi = 0;
+  std::int64_t skipped = 0;
+  std::int64_t starts = 0;
+  double cumulative = 0;   ///< the weights of this class and those before it in the window list
+};
+
+/// The classes that hold at least one whole chunk inside `range`, with their starts there and
+/// their cumulative weights: renormalizing over them is drawing below the last cumulative.
+/// O(classes * log(runs)).
+[[nodiscard]] inline std::vector<ClassWindow> class_windows(const ClassTable& table, Slice range) {
+  const std::int64_t chunk = table.chunk_size;
+  const auto clipped = [&](const Slice& run) {
+    return std::max<std::int64_t>(std::min(run.stop, range.stop) - std::max(run.start, range.start) - chunk + 1, 0);
+  };
+  std::vector<ClassWindow> windows;
+  double cumulative = 0;
+  for (std::size_t index = 0; index < table.classes.size(); ++index) {
+    const ClassRuns& c = table.classes[index];
+    const auto first = std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.stop <= range.start; });
+    const auto last = std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.start < range.stop; });
+    if (first >= last) continue;
+    const auto lo = static_cast<std::size_t>(first - c.runs.begin());
+    const auto hi = static_cast<std::size_t>(last - c.runs.begin());
+    std::int64_t starts = clipped(c.runs[lo]);
+    if (hi - lo > 1) starts += c.prefix[hi - 1] - c.prefix[lo + 1] + clipped(c.runs[hi - 1]);
+    if (starts == 0) continue;
+    const std::int64_t in_lo = c.prefix[lo + 1] - c.prefix[lo];
+    // Separate statements: the sum must round alike on every platform.
+    cumulative = cumulative + c.weight;
+    windows.push_back({.index = index,
+                       .lo = lo,
+                       .hi = hi,
+                       .skipped = std::min(std::max<std::int64_t>(range.start - c.runs[lo].start, 0), in_lo),
+                       .starts = starts,
+                       .cumulative = cumulative});
+  }
+  return windows;
+}
+
+/// What a class plan needs besides the table and the windows; checked before it gets here.
+struct ClassLayout {
+  std::int64_t chunk_size;
+  std::int64_t preload_nchunks;
+  std::int64_t batch_size;
+  std::int64_t used_obs;  ///< positions the epoch's batches hold (after drop_last)
+};
+
+/// The keys of the three kinds of draw in one epoch.
+struct ClassKeys {
+  std::uint64_t group_class;  ///< one class per group of chunks, keyed by group index
+  std::uint64_t chunk_start;  ///< one start per chunk, keyed by chunk index
+  std::uint64_t batch_order;  ///< the row order within each batch, keyed by request index
+};
+
+/// One epoch of a `ClassSampler` (an `EpochPlan`). The epoch's `used_obs` rows are read as
+/// `ceil(used_obs / chunk_size)` chunks, the last cut to the remainder; chunk `i` belongs to
+/// group `i / g`, `g = batch_size / gcd(chunk_size, batch_size)`, one `lcm(chunk_size,
+/// batch_size)` block, so group edges are batch edges. Group `j` draws its class from an
+/// engine keyed by `j`, chunk `i` its start among the class's valid starts in the range from
+/// an engine keyed by `i`, and request `k` the order of each batch's rows from an engine keyed
+/// by `k`: any request is computed in O(request * log runs) from its index alone.
+class ClassPlan {
+ public:
+  ClassPlan(std::shared_ptr<const ClassTable> table, std::vector<ClassWindow> windows, const ClassLayout& layout,
+            const ClassKeys& keys) noexcept
+      : table_(std::move(table)),
+        windows_(std::move(windows)),
+        layout_(layout),
+        keys_(keys),
+        group_chunks_(layout.batch_size / std::gcd(layout.chunk_size, layout.batch_size)),
+        n_chunks_(ceil_div(layout.used_obs, layout.chunk_size)) {}
+
+  /// Rows of a full request.
+  [[nodiscard]] std::int64_t request_obs() const noexcept { return layout_.chunk_size * layout_.preload_nchunks; }
+  [[nodiscard]] std::int64_t n_requests() const noexcept { return ceil_div(layout_.used_obs, request_obs()); }
+  [[nodiscard]] std::int64_t n_batches() const noexcept { return ceil_div(layout_.used_obs, layout_.batch_size); }
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return layout_.batch_size; }
+  [[nodiscard]] std::int64_t request_of(std::int64_t batch) const noexcept {
+    return std::min(batch / batches_per_request(), n_requests() - 1);
+  }
+  [[nodiscard]] std::int64_t request_begin(std::int64_t k) const noexcept {
+    return k >= n_requests() ? n_batches() : k * batches_per_request();
+  }
+  [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, n_chunks_); }
+  [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
+  /// Chunks per class group.
+  [[nodiscard]] std::int64_t group_chunks() const noexcept { return group_chunks_; }
+  /// Chunks the epoch reads.
+  [[nodiscard]] std::int64_t n_chunks() const noexcept { return n_chunks_; }
+  /// The classes the range holds, with their starts and cumulative weights.
+  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_; }
+
+  /// Request `k`: chunks `[k * preload_nchunks, ...)` of the epoch, and each batch `b` the
+  /// buffer rows `[b * batch_size, (b + 1) * batch_size)` in random order, so a batch holds the
+  /// rows of one group, hence of one class.
+  void fill(std::int64_t k, RequestBuffers& out) const {
+    const std::int64_t first = k * layout_.preload_nchunks;
+    const std::int64_t n = std::min(layout_.preload_nchunks, n_chunks_ - first);
+    out.chunks.resize(static_cast<std::size_t>(n));
+    std::int64_t group = -1;
+    std::size_t window = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t i = first + j;
+      if (i / group_chunks_ != group) {
+        group = i / group_chunks_;
+        window = window_of_group(group);
+      }
+      out.chunks[static_cast<std::size_t>(j)] = chunk_of(i, window);
+    }
+    const std::int64_t rows = std::min(request_obs(), layout_.used_obs - k * request_obs());
+    out.positions.resize(static_cast<std::size_t>(rows));
+    std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
+    Engine engine = make_engine(keys_.batch_order, static_cast<std::uint64_t>(k));
+    const std::span<std::int64_t> positions(out.positions);
+    for (std::int64_t b = 0; b < rows; b += layout_.batch_size) {
+      const auto size = static_cast<std::size_t>(std::min(layout_.batch_size, rows - b));
+      partial_shuffle(engine, positions.subspan(static_cast<std::size_t>(b), size), size);
+    }
+  }
+
+ private:
+  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / layout_.batch_size; }
+
+  // The class group `j` draws (an index into windows_): class `c` with probability
+  // `weight(c) / total` over the range's classes, from a uniform double of 53 random bits.
+  [[nodiscard]] std::size_t window_of_group(std::int64_t j) const noexcept {
+    Engine engine = make_engine(keys_.group_class, static_cast<std::uint64_t>(j));
+    const std::uint64_t high = engine() >> 5U;  // 27 bits
+    const std::uint64_t low = engine() >> 6U;   // 26 bits
+    const double unit = static_cast<double>((high << 26U) | low) * 0x1p-53;
+    // One product, apart from any sum, so no platform fuses it differently.
+    const double target = unit * windows_.back().cumulative;
+    const auto it = std::ranges::upper_bound(windows_, target, {}, &ClassWindow::cumulative);
+    // `target` may round up to the total itself: it then belongs to the last class.
+    return it == windows_.end() ? windows_.size() - 1 : static_cast<std::size_t>(it - windows_.begin());
+  }
+
+  // Chunk `i` of the epoch, of the class in `window`: a uniform valid start of the class in the
+  // range, the chunk cut to the epoch's remainder when it is the last.
+  [[nodiscard]] Slice chunk_of(std::int64_t i, std::size_t window) const noexcept {
+    const ClassWindow& w = windows_[window];
+    const ClassRuns& c = table_->classes[w.index];
+    Engine engine = make_engine(keys_.chunk_start, static_cast<std::uint64_t>(i));
+    const std::int64_t target =
+        c.prefix[w.lo] + w.skipped + static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
+    // The run holding start number `target`: the last r in [lo, hi) with prefix[r] <= target.
+    const auto from = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.lo) + 1;
+    const auto to = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.hi) + 1;
+    const auto r = static_cast<std::size_t>(std::upper_bound(from, to, target) - c.prefix.begin()) - 1;
+    const std::int64_t start = c.runs[r].start + (target - c.prefix[r]);
+    const std::int64_t length = std::min(layout_.chunk_size, layout_.used_obs - i * layout_.chunk_size);
+    return {start, start + length};
+  }
+
+  std::shared_ptr<const ClassTable> table_;
+  std::vector<ClassWindow> windows_;
+  ClassLayout layout_;
+  ClassKeys keys_;
+  std::int64_t group_chunks_;
+  std::int64_t n_chunks_;
+};
+
+}  // namespace chunksampler::detail

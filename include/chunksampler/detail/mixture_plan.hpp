@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/random.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace chunksampler::detail {
+
+/// `floor(a * b / c)` and `a * b mod c`, exactly, for a quotient that fits 64 bits and
+/// `1 <= c < 2^63`: the products of sizes near 2^62 need 124 bits.
+struct QuotientRemainder {
+  std::uint64_t quotient;
+  std::uint64_t remainder;
+};
+[[nodiscard]] constexpr QuotientRemainder mul_div(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  const Wide product = mul_wide(a, b);
+  if (product.hi == 0) return {product.lo / c, product.lo % c};
+  // Long division, one bit at a time: portable where no 128-bit integer exists, and it runs once
+  // per dataset per plan. `remainder < c < 2^63`, so doubling it cannot overflow.
+  std::uint64_t quotient = 0;
+  std::uint64_t remainder = 0;
+  for (int bit = 127; bit >= 0; --bit) {
+    const std::uint64_t word = bit >= 64 ? product.hi : product.lo;
+    remainder = (remainder << 1U) | ((word >> (static_cast<unsigned>(bit) % 64U)) & 1U);
+    quotient <<= 1U;
+    if (remainder >= c) {
+      remainder -= c;
+      quotient |= 1U;
+    }
+  }
+  return {quotient, remainder};
+}
+
+/// The datasets' shares as integers `n_d` (their sum below 2^63), proportional to
+/// `w_d^(1 / temperature)`: the quotas are then exact integer arithmetic, the same on every
+/// platform. The shares are scaled so the largest lies in `[2^(k-1), 2^k]`, `k` as large as the
+/// count allows (53 for up to 512 datasets). At temperature 1 the weights are scaled by a power
+/// of two, exactly: weights of 53 bits (integers, say) keep their exact ratios, so equal
+/// remainders tie as they should. Otherwise they are divided by the largest (which becomes
+/// exactly 1, so no power underflows them all) and raised to `1 / temperature` with `std::pow`.
+/// A share below half a unit of the scale counts as 0. `weights` are finite, >= 0, one > 0.
+[[nodiscard]] inline std::vector<std::uint64_t> share_numerators(std::span<const double> weights, double temperature) {
+  const double largest = *std::ranges::max_element(weights);
+  int largest_exponent = 0;
+  (void)std::frexp(largest, &largest_exponent);
+  unsigned count_bits = 0;
+  while ((std::uint64_t{1} << count_bits) < weights.size()) ++count_bits;
+  const int scale_bits = static_cast<int>(std::min(53U, 62U - count_bits));
+  const double exponent = 1.0 / temperature;
+  std::vector<std::uint64_t> numerators;
+  numerators.reserve(weights.size());
+  for (const double w : weights) {
+    double share = 0.0;
+    if (temperature == 1.0) {
+      share = std::ldexp(w, scale_bits - largest_exponent);
+    } else {
+      const double ratio = w / largest;
+      share = std::ldexp(std::pow(ratio, exponent), scale_bits);
+    }
+    numerators.push_back(static_cast<std::uint64_t>(std::llround(share)));
+  }
+  return numerators;
+}
+
+/// `total` split in proportion to `numerators` by largest remainder: dataset d gets
+/// `floor(total * n_d / N)` and the `total - sum` largest remainders one more each, ties to
+/// the lower index. The quotas sum to `total`, each within one of its exact share.
+[[nodiscard]] inline std::vector<std::int64_t> largest_remainder(std::int64_t total,
+                                                                 std::span<const std::uint64_t> numerators) {
+  const std::uint64_t sum = std::accumulate(numerators.begin(), numerators.end(), std::uint64_t{0});
+  std::vector<std::int64_t> quotas(numerators.size());
+  std::vector<std::uint64_t> remainders(numerators.size());
+  std::int64_t given = 0;
+  for (std::size_t d = 0; d < numerators.size(); ++d) {
+    const QuotientRemainder share = mul_div(static_cast<std::uint64_t>(total), numerators[d], sum);
+    quotas[d] = static_cast<std::int64_t>(share.quotient);
+    remainders[d] = share.remainder;
+    given += quotas[d];
+  }
+  std::vector<std::size_t> order(numerators.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return remainders[a] > remainders[b]; });
+  // Fewer than one per dataset are left: each floor loses less than one.
+  for (std::int64_t i = 0; i < total - given; ++i) ++quotas[order[static_cast<std::size_t>(i)]];
+  return quotas;
+}
+
+/// The part of `dataset` that the shard `[a, b)` of a collection of `total` observations
+/// designates: the same fraction of every dataset, `[start + floor(a * size / total),
+/// start + floor(b * size / total))`. Monotone in `a` and `b`, so disjoint shards give disjoint
+/// parts. `0 <= a <= b <= total`, `1 <= total <= 2^62`.
+[[nodiscard]] inline Slice shard_part(Slice dataset, std::int64_t a, std::int64_t b, std::int64_t total) noexcept {
+  const auto at = [&](std::int64_t x) {
+    return dataset.start + static_cast<std::int64_t>(mul_div(static_cast<std::uint64_t>(x),
+                                                             static_cast<std::uint64_t>(dataset.size()),
+                                                             static_cast<std::uint64_t>(total))
+                                                         .quotient);
+  };
+  return {at(a), at(b)};
+}
+
+/// What a mixture needs to lay out one epoch; checked before it gets here.
+struct MixtureLayout {
+  std::vector<Slice> parts;           ///< per dataset, the range it reads (all of it, or a shard's part)
+  std::vector<std::uint64_t> shares;  ///< per dataset, its share of the requests (`share_numerators`)
+  std::int64_t chunk_size;            ///< rows per chunk
+  std::int64_t preload_nchunks;       ///< chunks per request
+  std::int64_t batch_size;            ///< positions per batch
+  std::int64_t used_obs;              ///< positions the epoch's batches hold
+};
+
+/// The keys of one epoch's draws.
+struct MixtureKeys {
+  std::uint64_t request_order;  ///< which dataset each request slot reads
+  std::uint64_t chunk_order;    ///< the order of a dataset's grid, per (dataset, pass)
+  std::uint64_t positions;      ///< the shuffle of each request's buffer
+};
+
+/// One epoch of a `MixtureSampler` (an `EpochPlan`): `n_requests()` requests of
+/// `chunk_size * preload_nchunks` rows, the last holding the rest of `used_obs`, each of them
+/// `preload_nchunks` chunks of one dataset.
+///
+/// Request slot `k` reads the request `pi(k)` of the concatenation of the datasets' quotas, `pi`
+/// a keyed bijection of the slots: that is dataset d's local request `l = pi(k) - Q_d` (`Q_d` the
+/// quotas' prefix sum), found by binary search; the epoch's last slot takes its dataset's last
+/// local request. Its chunks are the dataset's chunks `j = l * P + t` of the epoch: pass
+/// `j / m_d` over the dataset's `m_d` grid chunks, in the order a keyed bijection of that pass
+/// gives. So every request is computed alone in O(request + log D), and a plan holds O(D),
+/// whatever `n_obs` and the number of requests.
+class MixturePlan {
+ public:
+  MixturePlan(MixtureLayout layout, const MixtureKeys& keys)
+      : layout_(std::move(layout)),
+        n_requests_(ceil_div(layout_.used_obs, request_obs())),
+        quotas_(largest_remainder(n_requests_, layout_.shares)),
+        order_(static_cast<std::uint64_t>(std::max<std::int64_t>(n_requests_, 1)), keys.request_order),
+        chunk_key_(keys.chunk_order),
+        position_key_(keys.positions) {
+    prefix_.reserve(quotas_.size() + 1);
+    prefix_.push_back(0);
+    for (const std::int64_t q : quotas_) prefix_.push_back(prefix_.back() + q);
+    if (n_requests_ > 0) last_ = drawn(n_requests_ - 1);
+  }
+
+  /// Rows of every request but the last.
+  [[nodiscard]] std::int64_t request_obs() const noexcept { return layout_.chunk_size * layout_.preload_nchunks; }
+  [[nodiscard]] std::int64_t n_requests() const noexcept { return n_requests_; }
+  [[nodiscard]] std::int64_t n_batches() const noexcept { return ceil_div(layout_.used_obs, layout_.batch_size); }
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return layout_.batch_size; }
+  [[nodiscard]] std::int64_t request_of(std::int64_t batch) const noexcept {
+    return std::min(batch / batches_per_request(), n_requests_ - 1);
+  }
+  [[nodiscard]] std::int64_t request_begin(std::int64_t k) const noexcept {
+    return k >= n_requests_ ? n_batches() : k * batches_per_request();
+  }
+  [[nodiscard]] std::int64_t max_chunks() const noexcept { return layout_.preload_nchunks; }
+  [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
+  [[nodiscard]] const MixtureLayout& layout() const noexcept { return layout_; }
+  /// Requests per dataset: `n_requests()` split by the shares (`largest_remainder`).
+  [[nodiscard]] const std::vector<std::int64_t>& quotas() const noexcept { return quotas_; }
+
+  /// Where a request slot reads: its dataset and that dataset's local request.
+  struct Assignment {
+    std::size_t dataset;
+    std::int64_t local;
+    friend constexpr bool operator==(const Assignment&, const Assignment&) noexcept = default;
+  };
+  /// Where request slot `k` reads. The epoch's last slot, the one request that may be short,
+  /// is always its dataset's last local request (swapped with the one the bijection gave it):
+  /// so a dataset reads a prefix of its chunk sequence, whole passes and then part of one.
+  [[nodiscard]] Assignment assignment(std::int64_t k) const noexcept {
+    Assignment where = drawn(k);
+    if (where.dataset != last_.dataset) return where;
+    const std::int64_t final_local = quotas_[where.dataset] - 1;
+    if (k == n_requests_ - 1) where.local = final_local;
+    else if (where.local == final_local) where.local = last_.local;
+    return where;
+  }
+
+  /// Request `k` (`k < n_requests()`): its chunks, the last cut to the epoch's end, and all its
+  /// rows in a uniform random order, batch after batch.
+  void fill(std::int64_t k, RequestBuffers& out) const {
+    const Assignment where = assignment(k);
+    const Slice part = layout_.parts[where.dataset];
+    const std::int64_t chunk = layout_.chunk_size;
+    const auto grid = static_cast<std::uint64_t>(part.size() / chunk);
+    const std::int64_t rows = std::min(request_obs(), layout_.used_obs - k * request_obs());
+    const std::int64_t n_chunks = ceil_div(rows, chunk);
+    const std::uint64_t dataset_key = derive(chunk_key_, static_cast<std::uint64_t>(where.dataset));
+
+    out.chunks.resize(static_cast<std::size_t>(n_chunks));
+    const auto first = static_cast<std::uint64_t>(where.local) * static_cast<std::uint64_t>(layout_.preload_nchunks);
+    std::uint64_t pass = first / grid;
+    FeistelPermutation order(grid, derive(dataset_key, pass));
+    for (std::int64_t t = 0; t < n_chunks; ++t) {
+      const std::uint64_t j = first + static_cast<std::uint64_t>(t);
+      if (j / grid != pass) {
+        pass = j / grid;
+        order = FeistelPermutation(grid, derive(dataset_key, pass));
+      }
+      const std::int64_t start = part.start + static_cast<std::int64_t>(order(j % grid)) * chunk;
+      out.chunks[static_cast<std::size_t>(t)] = {start, start + chunk};
+    }
+    out.chunks.back().stop -= n_chunks * chunk - rows;
+
+    out.positions.resize(static_cast<std::size_t>(rows));
+    std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
+    Engine engine = make_engine(position_key_, static_cast<std::uint64_t>(k));
+    partial_shuffle(engine, std::span<std::int64_t>(out.positions), out.positions.size());
+  }
+
+ private:
+  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / layout_.batch_size; }
+
+  // The slot's request as the bijection draws it, before the last slot's swap.
+  [[nodiscard]] Assignment drawn(std::int64_t k) const noexcept {
+    const auto u = static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(k)));
+    // The last prefix at or below u: datasets with no quota have empty ranges and are passed over.
+    const auto it = std::ranges::upper_bound(prefix_, u) - 1;
+    return {static_cast<std::size_t>(it - prefix_.begin()), u - *it};
+  }
+
+  MixtureLayout layout_;
+  std::int64_t n_requests_;
+  std::vector<std::int64_t> quotas_;
+  std::vector<std::int64_t> prefix_;
+  FeistelPermutation order_;
+  Assignment last_{};
+  std::uint64_t chunk_key_;
+  std::uint64_t position_key_;
+};
+
+}  // namespace chunksampler::detail
