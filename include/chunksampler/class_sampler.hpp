@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/class_plan.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/planned_sampler.hpp>
@@ -163,30 +164,9 @@ class ClassSampler : public detail::PlannedSampler<ClassSampler, detail::ClassPl
 
   void check_options() const {
     const ClassOptions& o = options_;
-    if (o.chunk_size < 1) detail::throw_invalid("{}: chunk_size ({}) must be >= 1", name, o.chunk_size);
-    if (o.preload_nchunks < 1) detail::throw_invalid("{}: preload_nchunks ({}) must be >= 1", name, o.preload_nchunks);
-    if (!detail::product_fits(o.chunk_size, o.preload_nchunks))
-      detail::throw_invalid("{}: chunk_size * preload_nchunks ({} * {}) must be <= 2^62", name, o.chunk_size,
-                            o.preload_nchunks);
-    const std::int64_t request = o.chunk_size * o.preload_nchunks;
-    if (o.batch_size < 1) detail::throw_invalid("{}: batch_size ({}) must be >= 1", name, o.batch_size);
-    if (o.batch_size > request)
-      detail::throw_invalid("{}: batch_size ({}) must be <= chunk_size * preload_nchunks ({})", name, o.batch_size,
-                            request);
-    // Divisibility also makes a group of batch_size / gcd(chunk_size, batch_size) chunks divide
-    // preload_nchunks, so groups (and classes) never straddle two requests.
-    if (request % o.batch_size != 0)
-      detail::throw_invalid("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, o.batch_size,
-                            request);
-    if (o.mask) {
-      if (o.mask->start < 0) detail::throw_invalid("{}: mask.start ({}) must be >= 0", name, o.mask->start);
-      if (o.mask->start >= o.mask->stop)
-        detail::throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, o.mask->start, o.mask->stop);
-      if (o.mask->stop > detail::max_size)
-        detail::throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, o.mask->stop);
-    }
-    if (o.num_samples < 1 || o.num_samples > detail::max_size)
-      detail::throw_invalid("{}: num_samples ({}) must be in [1, 2^62]", name, o.num_samples);
+    detail::check_request_shape(name, o.chunk_size, o.preload_nchunks, o.batch_size);
+    detail::check_mask(name, o.mask);
+    detail::check_num_samples(name, o.num_samples);
     double total = 0;
     bool positive = false;
     for (std::size_t c = 0; c < o.class_weights.size(); ++c) {

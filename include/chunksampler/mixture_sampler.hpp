@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/mixture_plan.hpp>
 #include <chunksampler/detail/planned_sampler.hpp>
@@ -259,22 +260,8 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   }
 
   void check_options() const {
-    if (chunk_size_ < 1) detail::throw_invalid("MixtureSampler: chunk_size ({}) must be >= 1", chunk_size_);
-    if (preload_nchunks_ < 1)
-      detail::throw_invalid("MixtureSampler: preload_nchunks ({}) must be >= 1", preload_nchunks_);
-    if (!detail::product_fits(chunk_size_, preload_nchunks_))
-      detail::throw_invalid("MixtureSampler: chunk_size * preload_nchunks ({} * {}) must be <= 2^62", chunk_size_,
-                            preload_nchunks_);
-    const std::int64_t request = chunk_size_ * preload_nchunks_;
-    if (batch_size_ < 1) detail::throw_invalid("MixtureSampler: batch_size ({}) must be >= 1", batch_size_);
-    if (batch_size_ > request)
-      detail::throw_invalid("MixtureSampler: batch_size ({}) must be <= chunk_size * preload_nchunks ({})",
-                            batch_size_, request);
-    if (request % batch_size_ != 0)
-      detail::throw_invalid("MixtureSampler: batch_size ({}) must divide chunk_size * preload_nchunks ({})",
-                            batch_size_, request);
-    if (num_samples_ && (*num_samples_ < 1 || *num_samples_ > detail::max_size))
-      detail::throw_invalid("MixtureSampler: num_samples ({}) must be in [1, 2^62]", *num_samples_);
+    detail::check_request_shape(name, chunk_size_, preload_nchunks_, batch_size_);
+    if (num_samples_) detail::check_num_samples(name, *num_samples_);
     if (sizes_.empty()) detail::throw_invalid("MixtureSampler: sizes is empty; it needs at least one dataset");
     std::int64_t total = 0;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {

@@ -3,6 +3,7 @@
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/random.hpp>
+#include <chunksampler/detail/request_grid.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -36,7 +37,7 @@ struct ChunkLayout {
 /// `[mask.start, mask.start + full * chunk_size)` and the remainder is the mask's tail, so a
 /// full chunk always starts on a multiple of `chunk_size` from the mask's start. Request `k`
 /// reads chunks `[k * preload_nchunks, (k + 1) * preload_nchunks)` of the stream.
-class ChunkPlan {
+class ChunkPlan : public RequestGrid<ChunkPlan> {
  public:
   ChunkPlan(const ChunkLayout& layout, std::uint64_t chunk_key, std::uint64_t position_key) noexcept
       : layout_(layout),
@@ -46,19 +47,9 @@ class ChunkPlan {
         chunk_key_(chunk_key),
         position_key_(position_key) {}
 
-  /// Observations per full request.
-  [[nodiscard]] std::int64_t request_obs() const noexcept { return layout_.chunk_size * layout_.preload_nchunks; }
   /// Requests: those the stream's used rows need; padding rows go to the last.
   [[nodiscard]] std::int64_t n_requests() const noexcept {
     return ceil_div(std::min(layout_.used_obs, layout_.stream_obs), request_obs());
-  }
-  [[nodiscard]] std::int64_t n_batches() const noexcept { return ceil_div(layout_.used_obs, layout_.batch_size); }
-  [[nodiscard]] std::int64_t batch_size() const noexcept { return layout_.batch_size; }
-  [[nodiscard]] std::int64_t request_of(std::int64_t batch) const noexcept {
-    return std::min(batch / batches_per_request(), n_requests() - 1);
-  }
-  [[nodiscard]] std::int64_t request_begin(std::int64_t k) const noexcept {
-    return k >= n_requests() ? n_batches() : k * batches_per_request();
   }
   [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, stream_chunks()); }
   [[nodiscard]] std::int64_t max_positions() const noexcept {
@@ -131,8 +122,6 @@ class ChunkPlan {
   }
 
  private:
-  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / layout_.batch_size; }
-
   ChunkLayout layout_;
   std::int64_t full_chunks_;
   std::int64_t remainder_;

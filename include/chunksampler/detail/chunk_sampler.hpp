@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/chunk_plan.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/planned_sampler.hpp>
@@ -125,27 +126,9 @@ class ChunkSamplerBase : public PlannedSampler<Derived, ChunkPlan> {
 
  private:
   void check_config() const {
-    constexpr std::string_view name = Derived::name;
-    const ChunkConfig& c = config_;
-    if (c.chunk_size < 1) throw_invalid("{}: chunk_size ({}) must be >= 1", name, c.chunk_size);
-    if (c.preload_nchunks < 1) throw_invalid("{}: preload_nchunks ({}) must be >= 1", name, c.preload_nchunks);
-    if (!product_fits(c.chunk_size, c.preload_nchunks))
-      throw_invalid("{}: chunk_size * preload_nchunks ({} * {}) must be <= 2^62", name, c.chunk_size,
-                    c.preload_nchunks);
-    const std::int64_t request = c.chunk_size * c.preload_nchunks;
-    if (c.batch_size < 1) throw_invalid("{}: batch_size ({}) must be >= 1", name, c.batch_size);
-    if (c.batch_size > request)
-      throw_invalid("{}: batch_size ({}) must be <= chunk_size * preload_nchunks ({})", name, c.batch_size, request);
-    if (request % c.batch_size != 0)
-      throw_invalid("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, c.batch_size, request);
-    if (c.mask) {
-      if (c.mask->start < 0) throw_invalid("{}: mask.start ({}) must be >= 0", name, c.mask->start);
-      if (c.mask->start >= c.mask->stop)
-        throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, c.mask->start, c.mask->stop);
-      if (c.mask->stop > max_size) throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, c.mask->stop);
-    }
-    if (c.num_samples && (*c.num_samples < 1 || *c.num_samples > max_size))
-      throw_invalid("{}: num_samples ({}) must be in [1, 2^62]", name, *c.num_samples);
+    check_request_shape(Derived::name, config_.chunk_size, config_.preload_nchunks, config_.batch_size);
+    check_mask(Derived::name, config_.mask);
+    if (config_.num_samples) check_num_samples(Derived::name, *config_.num_samples);
   }
 
   [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept { return config_.mask.value_or(Slice{0, n_obs}); }

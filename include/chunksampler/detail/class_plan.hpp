@@ -3,6 +3,7 @@
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/random.hpp>
+#include <chunksampler/detail/request_grid.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -102,7 +103,7 @@ struct ClassKeys {
 /// engine keyed by `j`, chunk `i` its start among the class's valid starts in the range from
 /// an engine keyed by `i`, and request `k` the order of each batch's rows from an engine keyed
 /// by `k`: any request is computed in O(request * log runs) from its index alone.
-class ClassPlan {
+class ClassPlan : public RequestGrid<ClassPlan> {
  public:
   ClassPlan(std::shared_ptr<const ClassTable> table, std::vector<ClassWindow> windows, const ClassLayout& layout,
             const ClassKeys& keys) noexcept
@@ -113,18 +114,9 @@ class ClassPlan {
         group_chunks_(layout.batch_size / std::gcd(layout.chunk_size, layout.batch_size)),
         n_chunks_(ceil_div(layout.used_obs, layout.chunk_size)) {}
 
-  /// Rows of a full request.
-  [[nodiscard]] std::int64_t request_obs() const noexcept { return layout_.chunk_size * layout_.preload_nchunks; }
   [[nodiscard]] std::int64_t n_requests() const noexcept { return ceil_div(layout_.used_obs, request_obs()); }
-  [[nodiscard]] std::int64_t n_batches() const noexcept { return ceil_div(layout_.used_obs, layout_.batch_size); }
-  [[nodiscard]] std::int64_t batch_size() const noexcept { return layout_.batch_size; }
-  [[nodiscard]] std::int64_t request_of(std::int64_t batch) const noexcept {
-    return std::min(batch / batches_per_request(), n_requests() - 1);
-  }
-  [[nodiscard]] std::int64_t request_begin(std::int64_t k) const noexcept {
-    return k >= n_requests() ? n_batches() : k * batches_per_request();
-  }
   [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, n_chunks_); }
+  [[nodiscard]] const ClassLayout& layout() const noexcept { return layout_; }
   [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
   /// Chunks per class group.
   [[nodiscard]] std::int64_t group_chunks() const noexcept { return group_chunks_; }
@@ -162,8 +154,6 @@ class ClassPlan {
   }
 
  private:
-  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / layout_.batch_size; }
-
   // The class group `j` draws (an index into windows_): class `c` with probability
   // `weight(c) / total` over the range's classes, from a uniform double of 53 random bits.
   [[nodiscard]] std::size_t window_of_group(std::int64_t j) const noexcept {

@@ -3,6 +3,7 @@
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/random.hpp>
+#include <chunksampler/detail/request_grid.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -138,7 +139,7 @@ struct MixtureKeys {
 /// `j / m_d` over the dataset's `m_d` grid chunks, in the order a keyed bijection of that pass
 /// gives. So every request is computed alone in O(request + log D), and a plan holds O(D),
 /// whatever `n_obs` and the number of requests.
-class MixturePlan {
+class MixturePlan : public RequestGrid<MixturePlan> {
  public:
   MixturePlan(MixtureLayout layout, const MixtureKeys& keys)
       : layout_(std::move(layout)),
@@ -153,17 +154,7 @@ class MixturePlan {
     if (n_requests_ > 0) last_ = drawn(n_requests_ - 1);
   }
 
-  /// Rows of every request but the last.
-  [[nodiscard]] std::int64_t request_obs() const noexcept { return layout_.chunk_size * layout_.preload_nchunks; }
   [[nodiscard]] std::int64_t n_requests() const noexcept { return n_requests_; }
-  [[nodiscard]] std::int64_t n_batches() const noexcept { return ceil_div(layout_.used_obs, layout_.batch_size); }
-  [[nodiscard]] std::int64_t batch_size() const noexcept { return layout_.batch_size; }
-  [[nodiscard]] std::int64_t request_of(std::int64_t batch) const noexcept {
-    return std::min(batch / batches_per_request(), n_requests_ - 1);
-  }
-  [[nodiscard]] std::int64_t request_begin(std::int64_t k) const noexcept {
-    return k >= n_requests_ ? n_batches() : k * batches_per_request();
-  }
   [[nodiscard]] std::int64_t max_chunks() const noexcept { return layout_.preload_nchunks; }
   [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
   [[nodiscard]] const MixtureLayout& layout() const noexcept { return layout_; }
@@ -221,8 +212,6 @@ class MixturePlan {
   }
 
  private:
-  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / layout_.batch_size; }
-
   // The slot's request as the bijection draws it, before the last slot's swap.
   [[nodiscard]] Assignment drawn(std::int64_t k) const noexcept {
     const auto u = static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(k)));

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace chunksampler::detail {
+
+/// The rules every chunk-reading sampler shares for the shape of its requests: `chunk_size`,
+/// `preload_nchunks` and `batch_size` are at least 1, a request (`chunk_size *
+/// preload_nchunks`) fits in 2^62 and `batch_size` divides it, so every request splits into
+/// whole batches. `name` opens the message.
+inline void check_request_shape(std::string_view name, std::int64_t chunk_size, std::int64_t preload_nchunks,
+                                std::int64_t batch_size) {
+  if (chunk_size < 1) throw_invalid("{}: chunk_size ({}) must be >= 1", name, chunk_size);
+  if (preload_nchunks < 1) throw_invalid("{}: preload_nchunks ({}) must be >= 1", name, preload_nchunks);
+  if (!product_fits(chunk_size, preload_nchunks))
+    throw_invalid("{}: chunk_size * preload_nchunks ({} * {}) must be <= 2^62", name, chunk_size, preload_nchunks);
+  const std::int64_t request = chunk_size * preload_nchunks;
+  if (batch_size < 1) throw_invalid("{}: batch_size ({}) must be >= 1", name, batch_size);
+  if (batch_size > request)
+    throw_invalid("{}: batch_size ({}) must be <= chunk_size * preload_nchunks ({})", name, batch_size, request);
+  if (request % batch_size != 0)
+    throw_invalid("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, batch_size, request);
+}
+
+/// A mask, when given, is a non-empty range inside `[0, 2^62]`.
+inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
+  if (!mask) return;
+  if (mask->start < 0) throw_invalid("{}: mask.start ({}) must be >= 0", name, mask->start);
+  if (mask->start >= mask->stop)
+    throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, mask->start, mask->stop);
+  if (mask->stop > max_size) throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, mask->stop);
+}
+
+/// `num_samples`, when given, is in `[1, 2^62]`.
+inline void check_num_samples(std::string_view name, std::int64_t num_samples) {
+  if (num_samples < 1 || num_samples > max_size)
+    throw_invalid("{}: num_samples ({}) must be in [1, 2^62]", name, num_samples);
+}
+
+}  // namespace chunksampler::detail
