@@ -901,6 +901,32 @@ TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of 
   }
 }
 
+TEST_CASE("DistributedSampler<ClassSampler>, global: a class only in the range's tail is drawn too", "[class][distributed]") {
+  // 95 codes, class 1 only in [80, 95); 2 ranks, batches of 20: 80 positions in whole batches.
+  // num_samples equals the range's size, yet with replacement nothing of the range is cut away.
+  const Codes codes = runs_of({{0, 80}, {1, 15}});
+  const cs::ClassSampler base(codes, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 12,
+                                      .num_samples = 95});
+  std::int64_t class1 = 0;
+  for (std::int64_t r = 0; r < 2; ++r) {
+    Dist rank(base, cs::DistInfo{.rank = r, .world_size = 2}, {.mode = cs::ShardMode::global});
+    for (int epoch = 0; epoch < 20; ++epoch) {
+      INFO("rank " << r << " epoch " << epoch);
+      CHECK(rank.shard(95) == cs::Slice{0, 95});
+      const Batches batches = support::observations(support::epoch(rank, 95));
+      CHECK(batches.size() == 2);
+      for (const auto& batch : batches) {
+        const bool tail = batch.front() >= 80;
+        CHECK(std::ranges::all_of(batch, [&](std::int64_t obs) { return (obs >= 80) == tail; }));
+        class1 += tail ? 1 : 0;
+      }
+    }
+  }
+  // 80 batches, each of class 1 with probability 1/2 (uniform weights, both classes present).
+  CHECK(class1 > 25);
+  CHECK(class1 < 55);
+}
+
 TEST_CASE("DistributedSampler<ClassSampler> resumes and splits among workers in both modes", "[class][distributed]") {
   ConfigRng g(7272);
   Tally tally;

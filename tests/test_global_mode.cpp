@@ -350,3 +350,33 @@ TEST_CASE("Global mode worked example: 107 observations, 3 ranks, chunk 10, batc
     }
   }
 }
+
+TEST_CASE("Global mode with replacement keeps the whole range, whatever the budget", "[distributed][global]") {
+  // 95 observations, 2 ranks, batches of 20: 80 positions in whole batches. Without replacement
+  // drop reads the window [0, 80); with replacement the budget is 80 draws from all of [0, 95),
+  // also when num_samples equals the range's size (its default) and so looks like "no budget".
+  const cs::RandomSampler with({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 8,
+                                .replacement = true});
+  const cs::RandomSampler without({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 8});
+  for (const cs::Remainder remainder : {cs::Remainder::drop, cs::Remainder::rotate}) {
+    INFO(support::policy_name(remainder));
+    const cs::DistributedOptions options{.mode = cs::ShardMode::global, .remainder = remainder};
+    CHECK(Dist(without, cs::DistInfo{.rank = 0, .world_size = 2}, options).shard(95) == cs::Slice{0, 80});
+    std::int64_t tail_draws = 0;
+    for (std::int64_t r = 0; r < 2; ++r) {
+      Dist d(with, cs::DistInfo{.rank = r, .world_size = 2}, options);
+      for (std::uint64_t epoch = 0; epoch < 20; ++epoch) {
+        INFO("rank " << r << " epoch " << epoch);
+        CHECK(d.shard(95) == cs::Slice{0, 95});
+        CHECK(d.n_batches(95) == 2);
+        const support::EpochRecord rec = support::walk(d, 95);
+        CHECK(rec.draws.size() == 40);
+        CHECK(rec.chunks_valid({0, 95}, 10));
+        tail_draws += std::ranges::count_if(rec.draws, [](const support::Draw& x) { return x.obs >= 80; });
+      }
+    }
+    // 1,600 draws as chunks of 10 starting uniformly in [0, 85]: about 12% (195) land in
+    // [80, 95), none if the window were cut to [0, 80).
+    CHECK(tail_draws > 100);
+  }
+}

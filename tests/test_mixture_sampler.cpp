@@ -672,6 +672,45 @@ TEST_CASE("MixtureSampler update_weights takes effect at the next epoch; older s
   CHECK(checked.fingerprint() != fingerprint);
 }
 
+TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on every rank; a stale restore is refused",
+          "[mixture][distributed]") {
+  using Catch::Matchers::Contains;
+  using Dist = cs::DistributedSampler<cs::MixtureSampler>;
+  const cs::MixtureOptions options{.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 78,
+                                   .weights = {1, 1, 1}};
+  const std::vector<std::int64_t> sizes = {100, 60, 40};
+  const std::vector<double> other = {1, 0, 8};
+  cs::MixtureOptions other_options = options;
+  other_options.weights = other;
+  for (const cs::ShardMode mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
+    INFO((mode == cs::ShardMode::global ? "global" : "contiguous"));
+    for (std::int64_t r = 0; r < 2; ++r) {
+      INFO("rank " << r);
+      const cs::DistInfo info{.rank = r, .world_size = 2};
+      Dist dist(cs::MixtureSampler(sizes, options), info, {.mode = mode});
+      const Requests epoch0 = support::epoch(dist, 200);
+      const cs::SamplerState before = dist.state(2);
+      dist.sampler().update_weights(other);
+      // The next epoch is what a job built with the new weights plays; dataset 1 is never read.
+      Dist built(cs::MixtureSampler(sizes, other_options), info, {.mode = mode});
+      built.set_epoch(1);
+      const Requests epoch1 = support::epoch(dist, 200);
+      CHECK(epoch1 == support::epoch(built, 200));
+      for (const auto& batch : support::observations(epoch1))
+        for (const std::int64_t obs : batch) CHECK_FALSE((obs >= 100 && obs < 160));
+
+      // A state restored, then the weights changed: sample() refuses to continue an epoch that was
+      // never played; set back, the state continues the first epoch exactly.
+      Dist stale(cs::MixtureSampler(sizes, options), info, {.mode = mode});
+      stale.restore(before);
+      stale.sampler().update_weights(other);
+      CHECK_THROWS_WITH(stale.sample(200), Contains("fingerprint"));
+      stale.sampler().update_weights({1, 1, 1});
+      CHECK(support::collect(stale.sample(200)) == after(epoch0, 2));
+    }
+  }
+}
+
 TEST_CASE("MixtureSampler is deterministic per (seed, epoch); set_epoch replays; epochs and seeds differ",
           "[mixture]") {
   ConfigRng g(9090);

@@ -15,12 +15,27 @@
 #include <chunksampler/worker_info.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
 
 namespace chunksampler {
+
+namespace detail {
+
+/// Whether `sampler` draws with replacement (`replacement()`, where it has one): its epoch does
+/// not partition its range, so no part of the range is left out to even out the ranks.
+template <class S>
+[[nodiscard]] constexpr bool draws_with_replacement(const S& sampler) {
+  if constexpr (requires { { sampler.replacement() } -> std::convertible_to<bool>; })
+    return static_cast<bool>(sampler.replacement());
+  else
+    return false;
+}
+
+}  // namespace detail
 
 /// How `DistributedSampler` splits the data among ranks.
 enum class ShardMode {
@@ -101,6 +116,13 @@ class DistributedSampler {
   [[nodiscard]] const DistributedOptions& options() const noexcept { return options_; }
   /// The wrapped copy (its mask is the whole job's range, not this rank's shard).
   [[nodiscard]] const S& sampler() const noexcept { return sampler_; }
+  /// The wrapped copy, to change its settings (say, `MixtureSampler::update_weights`) on every
+  /// rank alike: they shape the epochs of later `sample()` calls. A state restored before the
+  /// change is checked again by the next `sample()`, which refuses it if the configuration it
+  /// was taken under is gone.
+  ///
+  ///     dist.sampler().update_weights({0.2, 0.8});   // every rank, between epochs
+  [[nodiscard]] S& sampler() noexcept { return sampler_; }
   [[nodiscard]] auto batch_size() const noexcept { return sampler_.batch_size(); }
   [[nodiscard]] bool shuffle() const noexcept { return sampler_.shuffle(); }
   /// The wrapped sampler's mask: the range all ranks together cover.
@@ -156,6 +178,8 @@ class DistributedSampler {
   [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
     detail::check_worker(worker);
     const std::optional<SamplerState>& resume = cursor_.pending();
+    // The wrapped sampler may have changed since restore(), through sampler().
+    if (resume) detail::check_state_of("DistributedSampler", *resume, fingerprint(), seed());
     const bool elastic = resume && resume->world_size != info_.world_size;
     // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
     const std::int64_t skip = elastic ? 0 : cursor_.resume_point(worker) - (resume ? resume->dealt_at : 0);
@@ -246,7 +270,9 @@ class DistributedSampler {
     const std::int64_t epoch_size = sampler_.epoch_size(n_obs);
     const Slice range = sampler_.mask().value_or(Slice{0, n_obs});
     const std::int64_t size = range.size();
-    const bool whole = epoch_size == size;  // no fixed budget: the window follows the remainder policy
+    // No fixed budget: the epoch reads the range once, so the window follows the remainder
+    // policy. A sampler that draws with replacement keeps the whole range, whatever its budget.
+    const bool whole = epoch_size == size && !detail::draws_with_replacement(sampler_);
     const std::int64_t world = plan_world_size;
     const bool odd = epoch % 2 == 1;
     const auto too_small = [&](std::int64_t have) {
