@@ -8,6 +8,7 @@
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 
+#include "harness.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -30,10 +31,14 @@
 namespace {
 
 namespace cs = chunksampler;
+using support::after;
 using support::Batches;
 using support::ceil_div;
+using support::check_resume;
+using support::check_workers;
 using support::ConfigRng;
 using support::OwnedRequest;
+using support::Tally;
 using Codes = std::vector<std::int32_t>;
 using Dist = cs::DistributedSampler<cs::ClassSampler>;
 
@@ -196,94 +201,6 @@ ClassConfig random_config(ConfigRng& g) {
     }
   }
   return c;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Resume and worker checks (the shape of test_resume.cpp's and test_workers.cpp's).
-
-// What an uninterrupted stream yields after its first `skip` batches.
-std::vector<OwnedRequest> after(std::vector<OwnedRequest> requests, std::int64_t skip) {
-  std::vector<OwnedRequest> rest;
-  for (OwnedRequest& request : requests) {
-    const auto n = std::ssize(request.batches);
-    if (skip >= n) {
-      skip -= n;
-      continue;
-    }
-    request.batches.erase(request.batches.begin(), request.batches.begin() + skip);
-    skip = 0;
-    rest.push_back(std::move(request));
-  }
-  return rest;
-}
-
-struct Tally {
-  int points = 0;
-  int mid_request = 0;
-};
-
-// A state after each resume point of worker `worker`'s stream of epoch `epoch`, through text,
-// restored into a fresh sampler, continues exactly; the next epoch then plays from its start.
-template <class Make>
-void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs::WorkerInfo worker, ConfigRng& g,
-                  Tally& tally) {
-  INFO("epoch " << epoch << ", worker " << worker.id << " of " << worker.num_workers);
-  auto played = make();
-  played.set_epoch(epoch);
-  const std::vector<OwnedRequest> whole = support::collect(played.sample(n_obs, worker));
-  const Batches batches = support::observations(whole);
-  const auto n = std::ssize(batches);
-  auto next = make();
-  next.set_epoch(epoch + 1);
-  const std::vector<OwnedRequest> following = support::collect(next.sample(n_obs, worker));
-
-  std::set<std::int64_t> boundaries{0};
-  std::int64_t at = 0;
-  for (const OwnedRequest& request : whole) boundaries.insert(at += std::ssize(request.batches));
-
-  std::vector<std::int64_t> points;
-  if (n <= 30) {
-    for (std::int64_t b = 0; b <= n; ++b) points.push_back(b);
-  } else {
-    points = {0, 1, n - 1, n};
-    for (int i = 0; i < 6; ++i) points.push_back(g.between(0, n));
-  }
-  for (const std::int64_t b : points) {
-    INFO("resumed after " << b << " of " << n << " batches");
-    const std::string text = played.state(b).to_string();
-    auto fresh = make();
-    fresh.restore(cs::SamplerState::parse(text));
-    const std::vector<OwnedRequest> rest = support::collect(fresh.sample(n_obs, worker));
-    REQUIRE(rest == after(whole, b));
-    REQUIRE(support::observations(rest) == Batches(batches.begin() + b, batches.end()));
-    REQUIRE(support::collect(fresh.sample(n_obs, worker)) == following);
-    ++tally.points;
-    if (!boundaries.contains(b)) ++tally.mid_request;
-  }
-}
-
-// `k` workers split the stream `make()` yields: worker i reads the pieces i, i + k, ... and
-// together they read the whole epoch, each piece once.
-template <class Make>
-void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k) {
-  INFO(k << " workers");
-  auto one = make();
-  const std::vector<OwnedRequest> whole = support::collect(one.sample(n_obs));
-  std::size_t pieces = 0;
-  for (std::int64_t i = 0; i < k; ++i) {
-    const cs::WorkerInfo worker{.id = i, .num_workers = k};
-    auto s = make();
-    const std::int64_t announced = s.n_batches(n_obs, worker);
-    const std::vector<OwnedRequest> share = support::collect(s.sample(n_obs, worker));
-    CHECK(support::n_batches(share) == announced);
-    for (std::size_t j = 0; j < share.size(); ++j) {
-      const std::size_t at = static_cast<std::size_t>(i) + j * static_cast<std::size_t>(k);
-      REQUIRE(at < whole.size());
-      CHECK(share[j] == whole[at]);
-    }
-    pieces += share.size();
-  }
-  CHECK(pieces == whole.size());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/sampler.hpp>
 
+#include "harness.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -33,9 +34,13 @@
 namespace {
 
 namespace cs = chunksampler;
+using support::after;
 using support::ceil_div;
+using support::check_resume;
+using support::check_workers;
 using support::ConfigRng;
 using support::OwnedRequest;
+using support::Tally;
 using Requests = std::vector<OwnedRequest>;
 using Mixture = cs::DistributedSampler<cs::MixtureSampler>;
 
@@ -220,93 +225,6 @@ bool whole_passes(const Reads& r, std::size_t d, std::int64_t grid) {
     above += times == c / grid + 1 ? 1 : 0;
   }
   return above == c % grid;
-}
-
-// What an uninterrupted stream yields after its first `skip` batches.
-Requests after(Requests requests, std::int64_t skip) {
-  Requests rest;
-  for (OwnedRequest& request : requests) {
-    const auto n = static_cast<std::int64_t>(request.batches.size());
-    if (skip >= n) {
-      skip -= n;
-      continue;
-    }
-    request.batches.erase(request.batches.begin(), request.batches.begin() + skip);
-    skip = 0;
-    rest.push_back(std::move(request));
-  }
-  return rest;
-}
-
-struct Tally {
-  int points = 0;
-  int mid_request = 0;
-};
-
-// A state after each resume point of worker `worker`'s stream of `epoch`, through text, restored
-// into a fresh sampler from `make()`, yields exactly the rest of the stream, then the next epoch.
-template <class Make>
-void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs::WorkerInfo worker, ConfigRng& g,
-                  Tally& tally) {
-  INFO("epoch " << epoch << ", worker " << worker.id << " of " << worker.num_workers);
-  auto played = make();
-  played.set_epoch(epoch);
-  const std::int64_t announced = played.n_batches(n_obs, worker);
-  const Requests whole = support::collect(played.sample(n_obs, worker));
-  const std::int64_t n = support::n_batches(whole);
-  REQUIRE(n == announced);
-  auto next = make();
-  next.set_epoch(epoch + 1);
-  const Requests following = support::collect(next.sample(n_obs, worker));
-
-  std::set<std::int64_t> starts;
-  std::int64_t at = 0;
-  for (const OwnedRequest& request : whole) {
-    starts.insert(at);
-    at += static_cast<std::int64_t>(request.batches.size());
-  }
-  std::vector<std::int64_t> points;
-  if (n <= 30) {
-    for (std::int64_t b = 0; b <= n; ++b) points.push_back(b);
-  } else {
-    points = {0, 1, n - 1, n};
-    for (int i = 0; i < 6; ++i) points.push_back(g.between(0, n));
-  }
-  for (const std::int64_t b : points) {
-    INFO("resumed after " << b << " of " << n << " batches");
-    const cs::SamplerState state = cs::SamplerState::parse(played.state(b).to_string());
-    auto fresh = make();
-    fresh.restore(state);
-    REQUIRE(support::collect(fresh.sample(n_obs, worker)) == after(whole, b));
-    REQUIRE(fresh.epoch() == epoch + 1);
-    REQUIRE(support::collect(fresh.sample(n_obs, worker)) == following);
-    ++tally.points;
-    if (!starts.contains(b) && b < n) ++tally.mid_request;
-  }
-}
-
-// Worker i of k yields the stream's pieces i, i + k, ...: together exactly the whole stream; each
-// worker's n_batches is what it yields.
-template <class Make>
-void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k) {
-  INFO(k << " workers");
-  auto whole_sampler = make();
-  const Requests whole = support::collect(whole_sampler.sample(n_obs));
-  std::size_t pieces = 0;
-  for (std::int64_t i = 0; i < k; ++i) {
-    const cs::WorkerInfo worker{.id = i, .num_workers = k};
-    auto s = make();
-    const std::int64_t announced = s.n_batches(n_obs, worker);
-    const Requests share = support::collect(s.sample(n_obs, worker));
-    CHECK(support::n_batches(share) == announced);
-    for (std::size_t j = 0; j < share.size(); ++j) {
-      const std::size_t index = static_cast<std::size_t>(i) + j * static_cast<std::size_t>(k);
-      REQUIRE(index < whole.size());
-      CHECK(share[j] == whole[index]);
-    }
-    pieces += share.size();
-  }
-  CHECK(pieces == whole.size());
 }
 
 template <class S>

@@ -7,6 +7,7 @@
 
 #include <chunksampler.hpp>
 
+#include "harness.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -25,137 +26,16 @@
 namespace {
 
 namespace cs = chunksampler;
+using support::after;
+using support::Batches;
+using support::check_resume;
 using support::OwnedRequest;
-using Batches = std::vector<std::vector<std::int64_t>>;
-
-// What an uninterrupted stream yields after its first `skip` batches: the requests it finished
-// vanish, and the one it was in keeps its chunks and its batches from the next one on.
-std::vector<OwnedRequest> after(std::vector<OwnedRequest> requests, std::int64_t skip) {
-  std::vector<OwnedRequest> rest;
-  for (OwnedRequest& request : requests) {
-    const auto n = static_cast<std::int64_t>(request.batches.size());
-    if (skip >= n) {
-      skip -= n;
-      continue;
-    }
-    request.batches.erase(request.batches.begin(), request.batches.begin() + skip);
-    skip = 0;
-    rest.push_back(std::move(request));
-  }
-  return rest;
-}
-
-Batches tail(const Batches& batches, std::int64_t from) { return {batches.begin() + from, batches.end()}; }
-
-// Every batch of a small stream (and its end), else its ends and a few random batches.
-std::vector<std::int64_t> resume_points(std::int64_t n, support::ConfigRng& g) {
-  std::vector<std::int64_t> points;
-  if (n <= 40) {
-    for (std::int64_t b = 0; b <= n; ++b) points.push_back(b);
-    return points;
-  }
-  points = {0, 1, n - 1, n};
-  for (int i = 0; i < 8; ++i) points.push_back(g.between(0, n));
-  return points;
-}
+using support::tail;
+using support::Tally;
 
 std::uint64_t random_epoch(support::ConfigRng& g) {
   constexpr std::uint64_t epochs[] = {0, 1, 2, 3, 6, 1'000'000'007};
   return epochs[g.between(0, 5)];
-}
-
-struct Tally {
-  int streams = 0;      // (sampler, worker) streams checked
-  int points = 0;       // states restored and compared
-  int mid_request = 0;  // of which inside a request, not at its boundary
-};
-
-// Worker `worker`'s stream of epoch `epoch` for samplers made by `make()` (each a fresh, equal
-// sampler): a state taken after every resume point of the played stream, round-tripped through
-// text and restored into a fresh sampler, yields exactly the rest of the stream, request for
-// request, and that sampler then plays the next epoch from its start. A sampler restored once
-// gives states that resume as well.
-template <class Make>
-void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs::WorkerInfo worker,
-                  support::ConfigRng& g, Tally& tally) {
-  INFO("epoch " << epoch << ", worker " << worker.id << " of " << worker.num_workers);
-  auto played = make();
-  played.set_epoch(epoch);
-  REQUIRE(played.epoch() == epoch);
-  const std::int64_t expected_batches = played.n_batches(n_obs, worker);
-  const std::vector<OwnedRequest> whole = support::collect(played.sample(n_obs, worker));
-  const Batches batches = support::observations(whole);
-  const auto n = static_cast<std::int64_t>(batches.size());
-  REQUIRE(n == expected_batches);
-  REQUIRE(played.epoch() == epoch + 1);
-
-  auto next = make();
-  next.set_epoch(epoch + 1);
-  const std::vector<OwnedRequest> following = support::collect(next.sample(n_obs, worker));
-
-  // Batch indices at which a request of the stream starts.
-  std::set<std::int64_t> boundaries;
-  std::int64_t at = 0;
-  for (const OwnedRequest& request : whole) {
-    boundaries.insert(at);
-    at += static_cast<std::int64_t>(request.batches.size());
-  }
-  boundaries.insert(at);
-
-  ++tally.streams;
-  for (const std::int64_t b : resume_points(n, g)) {
-    INFO("resumed after " << b << " of " << n << " batches");
-    const cs::SamplerState state = played.state(b);
-    CHECK(state.epoch == epoch);
-    CHECK(state.batches_done == b);
-    CHECK(state.worker == worker.id);
-    CHECK(state.num_workers == worker.num_workers);
-    const std::string text = state.to_string();
-    INFO(text);
-    const cs::SamplerState parsed = cs::SamplerState::parse(text);
-    REQUIRE(parsed == state);
-
-    auto fresh = make();
-    fresh.restore(parsed);
-    const std::vector<OwnedRequest> rest = support::collect(fresh.sample(n_obs, worker));
-    REQUIRE(support::observations(rest) == tail(batches, b));
-    REQUIRE(rest == after(whole, b));
-    // The resumed epoch is over: the next one plays from its start.
-    REQUIRE(fresh.epoch() == epoch + 1);
-    REQUIRE(support::collect(fresh.sample(n_obs, worker)) == following);
-    ++tally.points;
-    if (!boundaries.contains(b)) ++tally.mid_request;
-  }
-
-  // Double restore: a sampler that resumed at b1 and has read part of the rest describes any
-  // point b2 of the epoch as well as the sampler that played it all.
-  const std::int64_t b1 = g.between(0, n);
-  const std::int64_t b2 = g.between(0, n);
-  INFO("restored at " << b1 << ", state taken at " << b2 << " of " << n);
-  auto first = make();
-  first.restore(cs::SamplerState::parse(played.state(b1).to_string()));
-  {
-    auto range = first.sample(n_obs, worker);
-    auto it = range.begin();
-    for (std::int64_t read = g.between(0, 3); read > 0 && it != range.end(); --read) ++it;
-    const cs::SamplerState again = first.state(b2);
-    CHECK(again == played.state(b2));
-    auto second = make();
-    second.restore(cs::SamplerState::parse(again.to_string()));
-    REQUIRE(support::observations(support::collect(second.sample(n_obs, worker))) == tail(batches, b2));
-    REQUIRE(support::collect(second.sample(n_obs, worker)) == following);
-  }
-  // A state restored and never played is still pending: taken again, it names the same epoch.
-  // (With workers the test case "a restored worker sampler states its worker's point" checks it.)
-  if (worker.num_workers == 1) {
-    auto idle = make();
-    idle.restore(played.state(b1));
-    CHECK(idle.epoch() == epoch);
-    CHECK(idle.state(b1) == played.state(b1));
-    auto again = make();
-    again.restore(cs::SamplerState::parse(idle.state(b2).to_string()));
-    REQUIRE(support::observations(support::collect(again.sample(n_obs, worker))) == tail(batches, b2));
-  }
 }
 
 // Every rank of a synchronous job is at the same point, so any rank's state is every rank's:

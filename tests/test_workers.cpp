@@ -11,6 +11,7 @@
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/worker_info.hpp>
 
+#include "harness.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,84 +28,7 @@ namespace {
 
 namespace cs = chunksampler;
 using support::Batches;
-using Requests = std::vector<support::OwnedRequest>;
-
-// The worker-split invariants for one rank's stream, with `k` workers. `make` returns a fresh
-// sampler ready to play the stream (as each worker process holds its own copy); `whole_epoch`
-// says the stream is a whole epoch, which n_batches(n_obs, WorkerInfo) counts.
-template <class Make>
-void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool whole_epoch = true) {
-  INFO(k << " workers");
-  auto rank = make();
-  const std::uint64_t epoch = rank.epoch();
-  const Requests whole = support::collect(rank.sample(n_obs));
-
-  std::vector<Requests> shares;
-  for (std::int64_t i = 0; i < k; ++i) {
-    INFO("worker " << i);
-    const cs::WorkerInfo worker{.id = i, .num_workers = k};
-    auto s = make();
-    const std::int64_t announced = s.n_batches(n_obs, worker);
-    CHECK(s.n_iters(n_obs, worker) == announced);
-    auto range = s.sample(n_obs, worker);
-    const std::int64_t in_range = range.n_batches();
-    shares.push_back(support::collect(range));
-    CHECK(support::n_batches(shares.back()) == in_range);
-    if (whole_epoch) CHECK(support::n_batches(shares.back()) == announced);
-    CHECK(s.epoch() == epoch + 1);
-    // Deterministic: the same share from another copy, and from this one at the same epoch.
-    auto twin = make();
-    CHECK(support::collect(twin.sample(n_obs, worker)) == shares.back());
-    if (whole_epoch) {
-      s.set_epoch(epoch);
-      CHECK(support::collect(s.sample(n_obs, worker)) == shares.back());
-    }
-  }
-
-  // Worker i holds the rank's pieces i, i + k, ...: together the rank's epoch, each piece once.
-  std::size_t pieces = 0;
-  bool interleaved = true;
-  for (std::size_t i = 0; i < shares.size(); ++i) {
-    pieces += shares[i].size();
-    for (std::size_t j = 0; j < shares[i].size(); ++j) {
-      const std::size_t at = i + j * static_cast<std::size_t>(k);
-      interleaved = interleaved && at < whole.size() && shares[i][j] == whole[at];
-    }
-  }
-  CHECK(pieces == whole.size());
-  CHECK(interleaved);
-
-  // The same multiset of batches, batch for batch.
-  std::vector<Batches> per_worker;
-  for (const Requests& share : shares) per_worker.push_back(support::observations(share));
-  Batches from_workers = support::concat(per_worker);
-  Batches from_rank = support::observations(whole);
-  std::ranges::sort(from_workers);
-  std::ranges::sort(from_rank);
-  CHECK(from_workers == from_rank);
-
-  // Disjoint: when the rank reads no observation twice, no two workers share one.
-  std::map<std::int64_t, std::int64_t> owner;
-  bool rank_repeats = false;
-  bool shared = false;
-  for (std::size_t i = 0; i < shares.size(); ++i)
-    for (const auto& batch : per_worker[i])
-      for (const std::int64_t obs : batch) {
-        const auto [it, fresh] = owner.emplace(obs, static_cast<std::int64_t>(i));
-        if (!fresh) {
-          rank_repeats = true;
-          shared = shared || it->second != static_cast<std::int64_t>(i);
-        }
-      }
-  std::set<std::int64_t> distinct;
-  for (const auto& batch : from_rank) distinct.insert(batch.begin(), batch.end());
-  std::size_t draws = 0;
-  for (const auto& batch : from_rank) draws += batch.size();
-  if (distinct.size() == draws) {
-    CHECK_FALSE(rank_repeats);
-    CHECK_FALSE(shared);
-  }
-}
+using support::check_workers;
 
 // The invalid WorkerInfos: sample() and n_batches() throw, and the epoch does not move.
 template <class S>
