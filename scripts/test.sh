@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers), then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# consumers), then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, and
+# once more under ThreadSanitizer.
 #   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,17 @@ ctest --preset dev -j "$jobs"
 cmake --preset sanitize -DCHUNKSAMPLER_REQUIRE_MPI=ON -DCHUNKSAMPLER_TEST_CONSUMERS=OFF -DCHUNKSAMPLER_BUILD_BENCHMARKS=OFF
 cmake --build --preset sanitize -j "$jobs"
 ctest --preset sanitize -j "$jobs"
+
+# The suite once more under ThreadSanitizer, which checks the thread-safety rules of the README
+# (tests/test_threads.cpp) and every other test, the MPI and torchrun jobs included. About 9
+# minutes on 2 cores, nearly all of it the build.
+cmake --preset tsan -DCHUNKSAMPLER_REQUIRE_MPI=ON
+cmake --build --preset tsan -j "$jobs"
+ctest --preset tsan -j "$jobs"
+
+# The libFuzzer targets (tests/fuzz), built with clang under AddressSanitizer and UBSan, each run
+# for 10 s from a copy of its committed corpus; scripts/fuzz.sh runs them for longer.
+ensure_packages clang libclang-rt-14-dev
+cmake --preset fuzz
+cmake --build --preset fuzz -j "$jobs"
+ctest --preset fuzz

@@ -207,7 +207,15 @@ class DistributedSampler {
                         .worker = cursor_.worker().id,
                         .runs = std::nullopt,
                         .dealt_at = 0};
-    if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
+    if (options_.mode == ShardMode::global && cursor_.pending()) {
+      // Restored, not yet played: the next sample() plays the restored deal (an elastic restore
+      // re-deals it then), so a checkpoint taken now must name that deal, not a fresh one.
+      const SamplerState& pending = *cursor_.pending();
+      result.world_size = pending.world_size;
+      result.plan_world_size = pending.plan_world_size;
+      result.runs = pending.runs;
+      result.dealt_at = pending.dealt_at;
+    } else if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
       result.plan_world_size = active_plan_world_size_;
       result.runs = active_base_;
       result.dealt_at = active_dealt_at_;
@@ -262,7 +270,14 @@ class DistributedSampler {
     else return 0;
   }
   [[nodiscard]] std::int64_t unit(std::int64_t ranks) const {
-    return options_.enforce_equal_batches ? ranks * sampler_.batch_size() : ranks;
+    if (!options_.enforce_equal_batches) return ranks;
+    // Past 2^62 no epoch holds a whole batch per rank, and the product would overflow.
+    if (!detail::product_fits(ranks, sampler_.batch_size()))
+      detail::throw_invalid(
+          "DistributedSampler: world_size ({}) * batch_size ({}) must be <= 2^62: with enforce_equal_batches every "
+          "rank needs one whole batch",
+          ranks, sampler_.batch_size());
+    return ranks * sampler_.batch_size();
   }
 
   // The wrapped sampler's part: this rank's shard (contiguous) or the window all ranks read (global).
@@ -307,10 +322,17 @@ class DistributedSampler {
       const std::int64_t base = size / world;
       const std::int64_t extra = size % world;
       if (base < 1) too_small(size);
+      // A rank's rows rounded up to whole batches may pass 2^62 (2^62 rows on one rank): refused
+      // here, so that shard() refuses what sample() does, with a message about the padding.
+      const std::int64_t rows = detail::ceil_div(epoch_size, world);
+      if (!detail::product_fits(detail::ceil_div(rows, u), u))
+        detail::throw_invalid(
+            "DistributedSampler: padding {} observations per rank to whole batches of batch_size ({}) exceeds 2^62",
+            rows, u);
       const std::int64_t start = range.start + r * base + std::min(r, extra);
       return {.mask = {start, start + base + (r < extra ? 1 : 0)},
               .stream = static_cast<std::uint64_t>(r),
-              .budget = detail::ceil_div(detail::ceil_div(epoch_size, world), u) * u};
+              .budget = detail::ceil_div(rows, u) * u};
     }
     const std::int64_t per_rank = detail::round_down(size / world, u);
     if (per_rank < 1) too_small(size);
@@ -358,7 +380,9 @@ class DistributedSampler {
       const std::int64_t total = detail::total_batches(base);
       const std::int64_t read = resume->batches_done - dealt_at;
       std::vector<BatchRun> left;
-      for (std::int64_t r = 0; r < resume->world_size; ++r) {
+      // Blocks start in rank order, so ranks from `total` on were dealt nothing: a state of
+      // any world size (2^62 in a corrupt file) costs at most one step per batch.
+      for (std::int64_t r = 0; r < std::min(resume->world_size, total); ++r) {
         const BatchRun b = block(total, resume->world_size, r);
         const std::int64_t from = b.begin + std::min(read, b.size());
         const std::int64_t to = std::min(b.end, total);

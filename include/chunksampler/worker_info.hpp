@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/errors.hpp>
 
 #include <cstdint>
@@ -12,14 +13,17 @@ namespace chunksampler {
 ///     for (const cs::LoadRequest& r : sampler.sample(n_obs, cs::WorkerInfo{.id = 1, .num_workers = 4})) ...
 struct WorkerInfo {
   std::int64_t id = 0;           ///< this worker, in [0, num_workers)
-  std::int64_t num_workers = 1;  ///< workers of the rank, >= 1
+  std::int64_t num_workers = 1;  ///< workers of the rank, in [1, 2^62]
 
   friend constexpr bool operator==(const WorkerInfo&, const WorkerInfo&) noexcept = default;
 };
 
 namespace detail {
 inline void check_worker(const WorkerInfo& worker) {
-  if (worker.num_workers < 1) throw_invalid("WorkerInfo: num_workers ({}) must be >= 1", worker.num_workers);
+  // At most 2^62, as a state's workers: a worker's next request index (below 2^62) plus
+  // num_workers then stays below 2^63.
+  if (worker.num_workers < 1 || worker.num_workers > max_size)
+    throw_invalid("WorkerInfo: num_workers ({}) must be in [1, 2^62]", worker.num_workers);
   if (worker.id < 0 || worker.id >= worker.num_workers)
     throw_invalid("WorkerInfo: id ({}) must be in [0, num_workers) = [0, {})", worker.id, worker.num_workers);
 }

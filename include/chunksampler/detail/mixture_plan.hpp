@@ -155,7 +155,10 @@ class MixturePlan : public RequestGrid<MixturePlan> {
   }
 
   [[nodiscard]] std::int64_t n_requests() const noexcept { return n_requests_; }
-  [[nodiscard]] std::int64_t max_chunks() const noexcept { return layout_.preload_nchunks; }
+  /// A request lists the chunks its rows need: never more than the epoch's rows fill.
+  [[nodiscard]] std::int64_t max_chunks() const noexcept {
+    return ceil_div(std::min(request_obs(), layout_.used_obs), layout_.chunk_size);
+  }
   [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
   [[nodiscard]] const MixtureLayout& layout() const noexcept { return layout_; }
   /// Requests per dataset: `n_requests()` split by the shares (`largest_remainder`).
