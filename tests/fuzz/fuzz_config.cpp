@@ -441,57 +441,27 @@ void run(FuzzedDataProvider& in, const S& sampler, const Facts& f) {
 }
 
 void chunk_samplers(FuzzedDataProvider& in, bool random) {
-  const Shape s = shape_value(in, max_request);
-  const std::int64_t n_obs = size_value(in, 5000);
-  const std::optional<cs::Slice> mask = mask_value(in, n_obs);
-  const bool drop_last = in.ConsumeBool();
-  const auto seed = in.ConsumeIntegral<std::uint64_t>();
-  const bool replacement = random && in.ConsumeBool();
-  const cs::Slice range = mask.value_or(cs::Slice{0, n_obs});
-  const std::optional<std::int64_t> num_samples = random ? num_samples_value(in, size_of(range)) : std::nullopt;
-  context() = fmt::format(
-      "{}Sampler chunk_size {}, preload_nchunks {}, batch_size {}, n_obs {}, mask {}, drop_last {}, "
-      "seed {}, replacement {}, num_samples {}",
-      random ? "Random" : "Sequential", s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(mask), drop_last,
-      seed, replacement, text_of(num_samples));
-  const Facts f{.n_obs = n_obs,
+  ChunkConfig c{.random = random, .shape = shape_value(in, max_request)};
+  c.n_obs = size_value(in, 5000);
+  c.mask = mask_value(in, c.n_obs);
+  c.drop_last = in.ConsumeBool();
+  c.seed = in.ConsumeIntegral<std::uint64_t>();
+  c.replacement = random && in.ConsumeBool();
+  const cs::Slice range = c.mask.value_or(cs::Slice{0, c.n_obs});
+  if (random) c.num_samples = num_samples_value(in, size_of(range));
+  context() = c.text();
+  const Facts f{.n_obs = c.n_obs,
                 .range = range,
-                .epoch_rows = num_samples.value_or(size_of(range)),
-                .chunk_size = s.chunk_size,
-                .preload_nchunks = s.preload_nchunks,
-                .batch_size = s.batch_size,
-                .drop_last = drop_last,
-                .replacement = replacement,
-                .reads_once = !replacement,
-                .aligned = !replacement,
+                .epoch_rows = c.num_samples.value_or(size_of(range)),
+                .chunk_size = c.shape.chunk_size,
+                .preload_nchunks = c.shape.preload_nchunks,
+                .batch_size = c.shape.batch_size,
+                .drop_last = c.drop_last,
+                .replacement = c.replacement,
+                .reads_once = !c.replacement,
+                .aligned = !c.replacement,
                 .in_order = !random};
-  if (random) {
-    std::optional<cs::RandomSampler> sampler;
-    if (!accepted([&] {
-          sampler.emplace(cs::RandomOptions{.chunk_size = s.chunk_size,
-                                            .preload_nchunks = s.preload_nchunks,
-                                            .batch_size = s.batch_size,
-                                            .drop_last = drop_last,
-                                            .mask = mask,
-                                            .seed = seed,
-                                            .replacement = replacement,
-                                            .num_samples = num_samples});
-        }))
-      return;
-    run(in, *sampler, f);
-  } else {
-    std::optional<cs::SequentialSampler> sampler;
-    if (!accepted([&] {
-          sampler.emplace(cs::SequentialOptions{.chunk_size = s.chunk_size,
-                                                .preload_nchunks = s.preload_nchunks,
-                                                .batch_size = s.batch_size,
-                                                .drop_last = drop_last,
-                                                .mask = mask,
-                                                .seed = seed});
-        }))
-      return;
-    run(in, *sampler, f);
-  }
+  with_sampler(c, [&](const auto& sampler) { run(in, sampler, f); });
 }
 
 [[nodiscard]] double weight_value(FuzzedDataProvider& in) {
@@ -531,18 +501,15 @@ void class_sampler(FuzzedDataProvider& in) {
       "n_obs {}, mask {}, num_samples {}, drop_last {}, seed {}, {} class weights",
       codes.size(), codes.front(), s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(mask), num_samples,
       drop_last, seed, weights.size());
-  std::optional<cs::ClassSampler> sampler;
-  if (!accepted([&] {
-        sampler.emplace(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                .preload_nchunks = s.preload_nchunks,
-                                                .batch_size = s.batch_size,
-                                                .drop_last = drop_last,
-                                                .mask = mask,
-                                                .seed = seed,
-                                                .num_samples = num_samples,
-                                                .class_weights = weights});
-      }))
-    return;
+  const auto sampler = made<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
+                                                                       .preload_nchunks = s.preload_nchunks,
+                                                                       .batch_size = s.batch_size,
+                                                                       .drop_last = drop_last,
+                                                                       .mask = mask,
+                                                                       .seed = seed,
+                                                                       .num_samples = num_samples,
+                                                                       .class_weights = weights});
+  if (!sampler) return;
   const Facts f{.n_obs = n_obs,
                 .range = mask.value_or(cs::Slice{0, n_obs}),
                 .epoch_rows = num_samples,
@@ -576,18 +543,15 @@ void mixture_sampler(FuzzedDataProvider& in) {
       "n_obs {}, num_samples {}, {} weights, temperature {}, drop_last {}, seed {}",
       sizes.size(), total, s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(num_samples), weights.size(),
       temperature, drop_last, seed);
-  std::optional<cs::MixtureSampler> sampler;
-  if (!accepted([&] {
-        sampler.emplace(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
-                                                  .preload_nchunks = s.preload_nchunks,
-                                                  .batch_size = s.batch_size,
-                                                  .drop_last = drop_last,
-                                                  .seed = seed,
-                                                  .num_samples = num_samples,
-                                                  .weights = weights,
-                                                  .temperature = temperature});
-      }))
-    return;
+  const auto sampler = made<cs::MixtureSampler>(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
+                                                                         .preload_nchunks = s.preload_nchunks,
+                                                                         .batch_size = s.batch_size,
+                                                                         .drop_last = drop_last,
+                                                                         .seed = seed,
+                                                                         .num_samples = num_samples,
+                                                                         .weights = weights,
+                                                                         .temperature = temperature});
+  if (!sampler) return;
   Facts f{.n_obs = n_obs,
           .range = {0, sampler->boundaries().back()},
           .epoch_rows = num_samples.value_or(sampler->boundaries().back()),
@@ -607,13 +571,9 @@ void mixture_sampler(FuzzedDataProvider& in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   fuzz::guard([&] {
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-      case 4:
-      case 5: fuzz::chunk_samplers(in, false); break;
-      case 6: fuzz::class_sampler(in); break;
-      case 7: fuzz::mixture_sampler(in); break;
-      default: fuzz::chunk_samplers(in, true); break;
-    }
+    fuzz::by_kind(
+        in, [&](bool random) { fuzz::chunk_samplers(in, random); }, [&] { fuzz::class_sampler(in); },
+        [&] { fuzz::mixture_sampler(in); });
   });
   return 0;
 }

@@ -321,47 +321,15 @@ void run(FuzzedDataProvider& in, const S& base, std::int64_t n_obs) {
 }
 
 void random_or_sequential(FuzzedDataProvider& in, bool random) {
-  const Shape s = shape_value(in, 256);
-  const std::int64_t n_obs = in.ConsumeIntegralInRange<std::int64_t>(0, 2000);
-  std::optional<cs::Slice> mask;
-  if (in.ConsumeBool()) mask = slice_in(in, n_obs);
-  const bool drop_last = in.ConsumeBool();
-  const auto seed = in.ConsumeIntegral<std::uint64_t>();
-  const bool replacement = random && in.ConsumeBool();
-  std::optional<std::int64_t> num_samples;
-  if (random && in.ConsumeBool()) num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000);
-  context() = fmt::format(
-      "{}Sampler chunk_size {}, preload_nchunks {}, batch_size {}, n_obs {}, mask {}, drop_last {}, "
-      "seed {}, replacement {}, num_samples {}",
-      random ? "Random" : "Sequential", s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(mask), drop_last,
-      seed, replacement, text_of(num_samples));
-  if (random) {
-    std::optional<cs::RandomSampler> sampler;
-    if (!accepted([&] {
-          sampler.emplace(cs::RandomOptions{.chunk_size = s.chunk_size,
-                                            .preload_nchunks = s.preload_nchunks,
-                                            .batch_size = s.batch_size,
-                                            .drop_last = drop_last,
-                                            .mask = mask,
-                                            .seed = seed,
-                                            .replacement = replacement,
-                                            .num_samples = num_samples});
-        }))
-      return;
-    run(in, *sampler, n_obs);
-    return;
-  }
-  std::optional<cs::SequentialSampler> sampler;
-  if (!accepted([&] {
-        sampler.emplace(cs::SequentialOptions{.chunk_size = s.chunk_size,
-                                              .preload_nchunks = s.preload_nchunks,
-                                              .batch_size = s.batch_size,
-                                              .drop_last = drop_last,
-                                              .mask = mask,
-                                              .seed = seed});
-      }))
-    return;
-  run(in, *sampler, n_obs);
+  ChunkConfig c{.random = random, .shape = shape_value(in, 256)};
+  c.n_obs = in.ConsumeIntegralInRange<std::int64_t>(0, 2000);
+  if (in.ConsumeBool()) c.mask = slice_in(in, c.n_obs);
+  c.drop_last = in.ConsumeBool();
+  c.seed = in.ConsumeIntegral<std::uint64_t>();
+  c.replacement = random && in.ConsumeBool();
+  if (random && in.ConsumeBool()) c.num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000);
+  context() = c.text();
+  with_sampler(c, [&](const auto& sampler) { run(in, sampler, c.n_obs); });
 }
 
 void class_sampler(FuzzedDataProvider& in) {
@@ -377,18 +345,17 @@ void class_sampler(FuzzedDataProvider& in) {
   }
   context() = fmt::format("ClassSampler over {} codes, chunk_size {}, preload_nchunks {}, batch_size {}", n_codes,
                           s.chunk_size, s.preload_nchunks, s.batch_size);
-  std::optional<cs::ClassSampler> sampler;
-  if (!accepted([&] {
-        sampler.emplace(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                .preload_nchunks = s.preload_nchunks,
-                                                .batch_size = s.batch_size,
-                                                .drop_last = in.ConsumeBool(),
-                                                .mask = std::nullopt,
-                                                .seed = in.ConsumeIntegral<std::uint64_t>(),
-                                                .num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000),
-                                                .class_weights = {}});
-      }))
-    return;
+  // (A braced list is evaluated left to right: the input is read in the order written.)
+  const auto sampler = made<cs::ClassSampler>(
+      codes, cs::ClassOptions{.chunk_size = s.chunk_size,
+                              .preload_nchunks = s.preload_nchunks,
+                              .batch_size = s.batch_size,
+                              .drop_last = in.ConsumeBool(),
+                              .mask = std::nullopt,
+                              .seed = in.ConsumeIntegral<std::uint64_t>(),
+                              .num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000),
+                              .class_weights = {}});
+  if (!sampler) return;
   run(in, *sampler, n_codes);
 }
 
@@ -405,18 +372,16 @@ void mixture_sampler(FuzzedDataProvider& in) {
   context() =
       fmt::format("MixtureSampler over {} datasets, chunk_size {}, preload_nchunks {}, batch_size {}, num_samples {}",
                   sizes.size(), s.chunk_size, s.preload_nchunks, s.batch_size, text_of(num_samples));
-  std::optional<cs::MixtureSampler> sampler;
-  if (!accepted([&] {
-        sampler.emplace(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
-                                                  .preload_nchunks = s.preload_nchunks,
-                                                  .batch_size = s.batch_size,
-                                                  .drop_last = in.ConsumeBool(),
-                                                  .seed = in.ConsumeIntegral<std::uint64_t>(),
-                                                  .num_samples = num_samples,
-                                                  .weights = weights,
-                                                  .temperature = in.ConsumeBool() ? 1.0 : 2.0});
-      }))
-    return;
+  const auto sampler = made<cs::MixtureSampler>(
+      sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
+                                .preload_nchunks = s.preload_nchunks,
+                                .batch_size = s.batch_size,
+                                .drop_last = in.ConsumeBool(),
+                                .seed = in.ConsumeIntegral<std::uint64_t>(),
+                                .num_samples = num_samples,
+                                .weights = weights,
+                                .temperature = in.ConsumeBool() ? 1.0 : 2.0});
+  if (!sampler) return;
   run(in, *sampler, sampler->boundaries().back());
 }
 
@@ -426,13 +391,9 @@ void mixture_sampler(FuzzedDataProvider& in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   fuzz::guard([&] {
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-      case 4:
-      case 5: fuzz::random_or_sequential(in, false); break;
-      case 6: fuzz::class_sampler(in); break;
-      case 7: fuzz::mixture_sampler(in); break;
-      default: fuzz::random_or_sequential(in, true); break;
-    }
+    fuzz::by_kind(
+        in, [&](bool random) { fuzz::random_or_sequential(in, random); }, [&] { fuzz::class_sampler(in); },
+        [&] { fuzz::mixture_sampler(in); });
   });
   return 0;
 }

@@ -208,6 +208,74 @@ struct Shape {
   return w.num_workers >= 1 && w.num_workers <= max_size && w.id >= 0 && w.id < w.num_workers;
 }
 
+/// Constructs a `T` from `args`: none when the library refuses them (clearly: see `accepted`).
+template <class T, class... Args>
+[[nodiscard]] std::optional<T> made(Args&&... args) {
+  std::optional<T> out;
+  (void)accepted([&] { out.emplace(std::forward<Args>(args)...); });
+  return out;
+}
+
+/// A RandomSampler's or a SequentialSampler's options as decoded (the sequential one ignores
+/// `replacement` and `num_samples`).
+struct ChunkConfig {
+  bool random = true;
+  Shape shape;
+  std::int64_t n_obs = 0;
+  std::optional<cs::Slice> mask;
+  bool drop_last = false;
+  std::uint64_t seed = 0;
+  bool replacement = false;
+  std::optional<std::int64_t> num_samples;
+
+  /// The line a report gives for it.
+  [[nodiscard]] std::string text() const {
+    return fmt::format(
+        "{}Sampler chunk_size {}, preload_nchunks {}, batch_size {}, n_obs {}, mask {}, drop_last {}, seed {}, "
+        "replacement {}, num_samples {}",
+        random ? "Random" : "Sequential", shape.chunk_size, shape.preload_nchunks, shape.batch_size, n_obs,
+        text_of(mask), drop_last, seed, replacement, text_of(num_samples));
+  }
+};
+
+/// Builds the sampler `c` configures and hands it to `use`; a configuration the library refuses
+/// is dropped.
+template <class F>
+void with_sampler(const ChunkConfig& c, F&& use) {
+  if (c.random) {
+    if (const auto sampler = made<cs::RandomSampler>(cs::RandomOptions{.chunk_size = c.shape.chunk_size,
+                                                                       .preload_nchunks = c.shape.preload_nchunks,
+                                                                       .batch_size = c.shape.batch_size,
+                                                                       .drop_last = c.drop_last,
+                                                                       .mask = c.mask,
+                                                                       .seed = c.seed,
+                                                                       .replacement = c.replacement,
+                                                                       .num_samples = c.num_samples}))
+      use(*sampler);
+  } else if (const auto sampler = made<cs::SequentialSampler>(
+                 cs::SequentialOptions{.chunk_size = c.shape.chunk_size,
+                                       .preload_nchunks = c.shape.preload_nchunks,
+                                       .batch_size = c.shape.batch_size,
+                                       .drop_last = c.drop_last,
+                                       .mask = c.mask,
+                                       .seed = c.seed})) {
+    use(*sampler);
+  }
+}
+
+/// Runs the part of a target for the sampler kind the input's first byte picks: RandomSampler
+/// in 4 inputs of 8, SequentialSampler in 2, ClassSampler and MixtureSampler in 1 each.
+template <class Chunk, class Class, class Mixture>
+void by_kind(FuzzedDataProvider& in, Chunk&& chunk, Class&& class_kind, Mixture&& mixture) {
+  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+    case 4:
+    case 5: chunk(false); break;
+    case 6: class_kind(); break;
+    case 7: mixture(); break;
+    default: chunk(true); break;
+  }
+}
+
 // --- walking ----------------------------------------------------------------------------------
 
 /// What every request of one stream must satisfy.
