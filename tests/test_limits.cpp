@@ -596,6 +596,34 @@ TEST_CASE("elastic restarts at 2^62: 4 ranks to 3, and 2^16 ranks to 3", "[limit
   }
 }
 
+TEST_CASE("an elastic restore of a state that claims up to 2^62 ranks looks at no more ranks than batches",
+          "[limits]") {
+  // A corrupt checkpoint may claim any world size. Old ranks from the epoch's batch count on were
+  // dealt nothing, so the restore ends at once instead of stepping through 2^62 ranks.
+  const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 10, .seed = 4});
+  for (const auto policy : {cs::Remainder::drop, cs::Remainder::pad}) {
+    for (const bool equal : {true, false}) {
+      const cs::DistributedOptions o{.enforce_equal_batches = equal, .mode = cs::ShardMode::global, .remainder = policy};
+      cs::DistributedSampler old_rank(base, cs::DistInfo{.rank = 0, .world_size = 4}, o);
+      (void)old_rank.sample(1000);
+      cs::SamplerState state = old_rank.state(0);
+      for (const std::int64_t claimed : {two62, two62 - 1, std::int64_t{1} << 40}) {
+        state.world_size = claimed;
+        // The plan's 100 batches in blocks of 100 / claimed: none with drop and equal batches,
+        // else one each for the first 100 ranks (pad rounds up, unequal blocks give the rest
+        // out one by one), all unread and dealt to 2 ranks.
+        const std::int64_t each = policy == cs::Remainder::drop && equal ? 0 : 50;
+        for (const std::int64_t r : {std::int64_t{0}, std::int64_t{1}}) {
+          CAPTURE(policy, equal, claimed, r);
+          cs::DistributedSampler rank(base, cs::DistInfo{.rank = r, .world_size = 2}, o);
+          rank.restore(state);
+          REQUIRE(rank.sample(1000).n_batches() == each);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("contiguous shards at 2^62: a state near the end of a rank's 2^60 batches", "[limits]") {
   const cs::RandomSampler base({.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1, .seed = 8});
   const std::int64_t per_rank = two62 / 4;
