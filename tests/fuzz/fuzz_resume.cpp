@@ -389,11 +389,6 @@ void mixture_sampler(FuzzedDataProvider& in) {
 }  // namespace fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  FuzzedDataProvider in(data, size);
-  fuzz::guard([&] {
-    fuzz::by_kind(
-        in, [&](bool random) { fuzz::random_or_sequential(in, random); }, [&] { fuzz::class_sampler(in); },
-        [&] { fuzz::mixture_sampler(in); });
-  });
+  fuzz::by_kind(data, size, fuzz::random_or_sequential, fuzz::class_sampler, fuzz::mixture_sampler);
   return 0;
 }

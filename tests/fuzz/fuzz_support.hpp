@@ -263,17 +263,21 @@ void with_sampler(const ChunkConfig& c, F&& use) {
   }
 }
 
-/// Runs the part of a target for the sampler kind the input's first byte picks: RandomSampler
-/// in 4 inputs of 8, SequentialSampler in 2, ClassSampler and MixtureSampler in 1 each.
-template <class Chunk, class Class, class Mixture>
-void by_kind(FuzzedDataProvider& in, Chunk&& chunk, Class&& class_kind, Mixture&& mixture) {
-  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-    case 4:
-    case 5: chunk(false); break;
-    case 6: class_kind(); break;
-    case 7: mixture(); break;
-    default: chunk(true); break;
-  }
+/// A target's whole run of one input: the sampler kind the input's first byte picks
+/// (RandomSampler in 4 inputs of 8, SequentialSampler in 2, ClassSampler and MixtureSampler in 1
+/// each), then that kind's part of the target on the rest, under `guard`.
+inline void by_kind(const std::uint8_t* data, std::size_t size, void (*chunk)(FuzzedDataProvider&, bool random),
+                    void (*class_kind)(FuzzedDataProvider&), void (*mixture)(FuzzedDataProvider&)) {
+  FuzzedDataProvider in(data, size);
+  guard([&] {
+    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+      case 4:
+      case 5: chunk(in, false); break;
+      case 6: class_kind(in); break;
+      case 7: mixture(in); break;
+      default: chunk(in, true); break;
+    }
+  });
 }
 
 // --- walking ----------------------------------------------------------------------------------
