@@ -74,10 +74,14 @@ std::vector<OwnedRequest> first_requests(Range&& range, std::size_t count) {
   return requests;
 }
 
-// `sampler` moved to just after `batches_done` batches of its next epoch (through a state).
+// `sampler` moved to just after `batches_done` batches of its next epoch over `n_obs` (through a
+// state: the one at its start, moved to that point).
 template <class S>
-void skip_to(S& sampler, std::int64_t batches_done) {
-  sampler.restore(cs::SamplerState::parse(sampler.state(batches_done).to_string()));
+void skip_to(S& sampler, std::int64_t batches_done, std::int64_t n_obs = two62) {
+  cs::SamplerState state = sampler.state(0);
+  state.n_obs = n_obs;
+  state.batches_done = batches_done;
+  sampler.restore(cs::SamplerState::parse(state.to_string()));
 }
 
 // Checks the exception's type and its message; `expr` is evaluated once per check.
@@ -291,9 +295,13 @@ TEST_CASE("batch_size 1 over 2^62 observations: the first and the last request",
   REQUIRE(first_requests(sampler.sample(two62), 1).empty());
   REQUIRE_INVALID(sampler.state(two62 + 1), Contains("batches (4611686018427387905) must be in [0, 2^62]"));
   REQUIRE_INVALID(sampler.state(INT64_MAX), Contains("batches (9223372036854775807)"));
-  // The same state over fewer observations lies past that epoch's end: sample() refuses it.
+  // A state of the 2^62-row epoch is refused over fewer observations, naming both sizes; one of
+  // a 1000-row epoch this far in lies past that epoch's end.
   sampler.set_epoch(0);
   skip_to(sampler, two62 - 1);
+  REQUIRE_INVALID(sampler.sample(1000), Contains("n_obs = 4611686018427387904") && Contains("n_obs = 1000"));
+  REQUIRE(sampler.epoch() == 0);
+  skip_to(sampler, two62 - 1, 1000);
   REQUIRE_INVALID(sampler.sample(1000), Contains("state's batches (4611686018427387903) exceed the 1000 batches"));
   REQUIRE(sampler.epoch() == 0);
 }
@@ -643,13 +651,15 @@ TEST_CASE("contiguous shards at 2^62: a state near the end of a rank's 2^60 batc
   rank.set_epoch(0);
   skip_to(rank, per_rank + 1);
   REQUIRE_INVALID(rank.sample(two62), Contains("state's batches (1152921504606846977) exceed the 1152921504606846976"));
+  // The refused state is still pending: n_batches refuses it too, as sample() does.
+  REQUIRE_INVALID(rank.n_batches(two62), Contains("state's batches (1152921504606846977) exceed the 1152921504606846976"));
 
   // Worker 2 of 3 reads requests 2, 5, ...: (2^60 - 3) / 3 + 1 of them; its last is request
   // 2 + 3 * ((2^60 - 3) / 3).
   const cs::WorkerInfo worker{.id = 2, .num_workers = 3};
   const std::int64_t mine = narrow((int128{per_rank} - 3) / 3 + 1);
-  REQUIRE(rank.n_batches(two62, worker) == mine);
   rank.set_epoch(0);
+  REQUIRE(rank.n_batches(two62, worker) == mine);
   (void)rank.sample(two62, worker);
   const cs::SamplerState state = rank.state(mine - 1);
   REQUIRE(state.worker == 2);
@@ -768,7 +778,7 @@ TEST_CASE("epochs near 2^64 - 1: played, resumed, and wrapping to 0", "[limits]"
   REQUIRE(first != played);
 
   REQUIRE_INVALID(cs::SamplerState::parse(
-                      "chunksampler-state/1 fingerprint=0 seed=0 epoch=18446744073709551616 batches=0 world_size=1 "
+                      "chunksampler-state/2 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches=0 world_size=1 "
                       "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0"),
                   Contains("epoch") && Contains("18446744073709551616"));
 }
@@ -850,7 +860,7 @@ TEST_CASE("ClassSampler: num_samples = 2^62 on one rank, 4 ranks and 2^20 ranks"
   REQUIRE(sampler.n_batches(40) == batches);
   const auto plan = sampler.plan(40, 0);
   REQUIRE(plan.n_chunks() == narrow(ceil128(two62, 3)));
-  skip_to(sampler, batches - 1);
+  skip_to(sampler, batches - 1, 40);
   const std::vector<OwnedRequest> last = first_requests(sampler.sample(40), 2);
   REQUIRE(last.size() == 1);
   REQUIRE(last[0] == filled(plan, plan.n_requests() - 1));
@@ -887,7 +897,7 @@ TEST_CASE("MixtureSampler: 2^62 positions over small datasets, and 2^20 ranks ov
     REQUIRE(plan.n_requests() == narrow(requests));
     REQUIRE(plan.quotas() == std::vector<std::int64_t>{narrow(requests / 2 + 1), narrow(requests / 2)});
     REQUIRE(mix.n_batches(40) == narrow(requests));
-    skip_to(mix, narrow(requests) - 1);
+    skip_to(mix, narrow(requests) - 1, 40);
     const std::vector<OwnedRequest> last = first_requests(mix.sample(40), 2);
     REQUIRE(last.size() == 1);
     REQUIRE(last[0] == filled(plan, narrow(requests) - 1));
@@ -916,12 +926,14 @@ TEST_CASE("MixtureSampler: 2^62 positions over small datasets, and 2^20 ranks ov
       const cs::Slice shard{r * per_rank, (r + 1) * per_rank};
       REQUIRE(rank.shard(two62) == shard);
       REQUIRE(rank.n_batches(two62) == per_rank / 1024);
-      // Dataset d's part: [b_d + floor(a * size_d / 2^62), b_d + floor(b * size_d / 2^62)).
+      // Dataset d's part, on its grid of m_d = floor(size_d / 1024) whole chunks:
+      // [b_d + floor(a * m_d / 2^62) * 1024, b_d + floor(b * m_d / 2^62) * 1024).
       std::vector<cs::Slice> parts;
       std::int64_t begin = 0;
       for (const std::int64_t size : sizes) {
-        parts.push_back({narrow(begin + int128{shard.start} * size / two62),
-                         narrow(begin + int128{shard.stop} * size / two62)});
+        const std::int64_t chunks = size / 1024;
+        parts.push_back({narrow(begin + int128{shard.start} * chunks / two62 * 1024),
+                         narrow(begin + int128{shard.stop} * chunks / two62 * 1024)});
         begin += size;
       }
       for (const OwnedRequest& request : first_requests(rank.sample(two62), 3)) {

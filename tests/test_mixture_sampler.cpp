@@ -147,10 +147,12 @@ std::vector<std::int64_t> expected_quotas(std::int64_t requests, const std::vect
   return quotas;
 }
 
-// Dataset d's part under the shard [a, b) of a collection of `total`: the same fraction of it.
-cs::Slice expected_part(cs::Slice dataset, std::int64_t a, std::int64_t b, std::int64_t total) {
+// Dataset d's part under the shard [a, b) of a collection of `total`: the same fraction of it, in
+// whole chunks of its grid of size / chunk chunks.
+cs::Slice expected_part(cs::Slice dataset, std::int64_t chunk, std::int64_t a, std::int64_t b, std::int64_t total) {
+  const int128 chunks = dataset.size() / chunk;
   const auto at = [&](std::int64_t x) {
-    return dataset.start + static_cast<std::int64_t>(static_cast<int128>(x) * dataset.size() / total);
+    return dataset.start + static_cast<std::int64_t>(static_cast<int128>(x) * chunks / total) * chunk;
   };
   return {at(a), at(b)};
 }
@@ -700,7 +702,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
       for (std::int64_t r = 0; r < world; ++r) {
         bool rank_ok = per_rank >= 1 && budget >= 1;
         for (const cs::Slice& dataset : datasets)
-          rank_ok = rank_ok && expected_part(dataset, r * per_rank, (r + 1) * per_rank, S).size() >= c.chunk;
+          rank_ok = rank_ok && expected_part(dataset, c.chunk, r * per_rank, (r + 1) * per_rank, S).size() >= c.chunk;
         const Mixture dist(base, cs::DistInfo{.rank = r, .world_size = world});
         if (rank_ok) CHECK_NOTHROW(dist.validate(c.n_obs()));
         else CHECK_THROWS_AS(dist.validate(c.n_obs()), std::invalid_argument);
@@ -722,7 +724,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
         CHECK(support::n_batches(requests) == budget / c.batch);
         std::vector<cs::Slice> parts;
         for (const cs::Slice& dataset : datasets)
-          parts.push_back(expected_part(dataset, r * per_rank, (r + 1) * per_rank, S));
+          parts.push_back(expected_part(dataset, c.chunk, r * per_rank, (r + 1) * per_rank, S));
         const Reads reads = analyze(requests, parts, c.chunk, c.preload, budget - (R - 1) * c.chunk * c.preload);
         CHECK(reads.one_part);
         CHECK(reads.on_grid);
@@ -750,12 +752,16 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
   }
 
   SECTION("a rank's part too small for a chunk is refused, naming the dataset") {
-    // Datasets of 40 and 12 over 4 ranks: dataset 1 gives each rank 3 rows, under chunk_size 4.
+    // Datasets of 40 and 12 over 4 ranks of 12 rows ([0, 12), [12, 24), ...): dataset 1 has 3
+    // chunks of 4, and rank 0's mask is 12 / 52 of the collection, chunks [0, floor(36 / 52)) =
+    // [0, 0) of it; rank 2 gets chunks [floor(72 / 52), floor(108 / 52)) = [1, 2), rows [44, 48).
     const cs::MixtureSampler mix({40, 12}, {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 2});
-    Mixture dist(mix, cs::DistInfo{.rank = 2, .world_size = 4});
-    CHECK_THROWS_WITH(dist.validate(52),
-                      Contains("dataset 1") && Contains("of 3 observations") && Contains("chunk_size (4)"));
-    CHECK_NOTHROW(Mixture(mix, cs::DistInfo{.rank = 2, .world_size = 3}).validate(52));
+    Mixture dist(mix, cs::DistInfo{.rank = 0, .world_size = 4});
+    CHECK_THROWS_WITH(dist.validate(52), Contains("dataset 1") && Contains("a part [40, 40) of 0 observations") &&
+                                             Contains("chunk_size (4)"));
+    CHECK_NOTHROW(Mixture(mix, cs::DistInfo{.rank = 2, .world_size = 4}).validate(52));
+    // Over 2 ranks of 26 rows, dataset 1 splits into chunks [0, 1) and [1, 3).
+    CHECK_NOTHROW(Mixture(mix, cs::DistInfo{.rank = 0, .world_size = 2}).validate(52));
   }
   SECTION("the other remainder policies keep equal batch counts and the parts") {
     const cs::MixtureSampler mix({103, 61, 37}, {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 8,
@@ -771,7 +777,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
           counts.insert(support::n_batches(requests));
           std::vector<cs::Slice> parts;
           for (const cs::Slice& dataset : std::vector<cs::Slice>{{0, 103}, {103, 164}, {164, 201}})
-            parts.push_back(expected_part(dataset, shard.start, shard.stop, 201));
+            parts.push_back(expected_part(dataset, 4, shard.start, shard.stop, 201));
           CHECK(analyze(requests, parts, 4, 3, 0).one_part);
         }
         CHECK(counts.size() == 1);
@@ -795,7 +801,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, global: the ranks deal one shared
     const cs::Slice window = whole ? cs::Slice{0, kept} : cs::Slice{0, S};
     bool servable = kept >= 1;
     for (const cs::Slice& dataset : c.datasets())
-      servable = servable && expected_part(dataset, window.start, window.stop, S).size() >= c.chunk;
+      servable = servable && expected_part(dataset, c.chunk, window.start, window.stop, S).size() >= c.chunk;
     const cs::DistributedOptions options{.mode = cs::ShardMode::global};
     if (!servable) {
       CHECK_THROWS_AS(Mixture(base, cs::DistInfo{.rank = 0, .world_size = world}, options).validate(c.n_obs()),
@@ -846,7 +852,7 @@ TEST_CASE("MixtureSampler with_shard: the same fraction of every dataset, disjoi
       std::vector<cs::Slice> parts;
       bool servable = true;
       for (const cs::Slice& dataset : c.datasets()) {
-        parts.push_back(expected_part(dataset, mask.start, mask.stop, S));
+        parts.push_back(expected_part(dataset, c.chunk, mask.start, mask.stop, S));
         servable = servable && parts.back().size() >= c.chunk;
       }
       const cs::Shard shard{.mask = mask, .stream = i, .budget = g.between(1, 2 * S)};
@@ -917,7 +923,9 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
         Mixture dist(mix, cs::DistInfo{.rank = r, .world_size = world});
         const cs::Slice shard = dist.shard(two62);
         const std::int64_t n = dist.n_batches(two62);
-        cs::SamplerState state = dist.state(n / 2 + 1);
+        cs::SamplerState state = dist.state(0);  // the epoch's start, moved to the point of its middle
+        state.n_obs = two62;
+        state.batches_done = n / 2 + 1;
         Mixture resumed(mix, cs::DistInfo{.rank = r, .world_size = world});
         resumed.restore(state);
         auto range = resumed.sample(two62);
@@ -927,7 +935,7 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
         std::int64_t start = 0;
         bool inside = false;
         for (const std::int64_t size : sizes) {
-          const cs::Slice part = expected_part({start, start + size}, shard.start, shard.stop, total);
+          const cs::Slice part = expected_part({start, start + size}, 1024, shard.start, shard.stop, total);
           inside = inside || std::ranges::all_of(request.chunks, [&](const cs::Slice& ch) {
                      return part.start <= ch.start && ch.stop <= part.stop && (ch.start - part.start) % 1024 == 0;
                    });
@@ -1012,10 +1020,11 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
   CHECK_THROWS_WITH(mix.with_shard({.mask = {10, 60}, .stream = 0, .budget = 5}),
                     Contains("a shard's mask [10, 60) must be a non-empty range inside [0, 50)"));
   CHECK_THROWS_WITH(mix.with_shard({.mask = {20, 20}, .stream = 0, .budget = 5}), Contains("non-empty"));
-  // [0, 25) of 50: dataset 0's part [0, 15), dataset 1's [30, 40): 10 rows, a chunk. [0, 24): 9 rows.
+  // [0, 25) of 50: dataset 1's 2 chunks give it chunk [0, floor(25 * 2 / 50)) = [0, 1), rows [30, 40).
+  // [0, 24) gives it [0, floor(48 / 50)) = [0, 0): no chunk.
   CHECK_NOTHROW(mix.with_shard({.mask = {0, 25}, .stream = 0, .budget = 5}));
   CHECK_THROWS_WITH(mix.with_shard({.mask = {0, 24}, .stream = 0, .budget = 5}),
-                    Contains("dataset 1 a part [30, 39) of 9 observations, fewer than chunk_size (10)"));
+                    Contains("dataset 1 a part [30, 30) of 0 observations, fewer than chunk_size (10)"));
 }
 
 TEST_CASE("MixtureSampler's random stream is pinned", "[mixture]") {

@@ -271,6 +271,7 @@ TEST_CASE("resume: the middle of an epoch over 10^12 observations is served at o
     resumed.restore(cs::SamplerState{.fingerprint = base.fingerprint(),
                                      .seed = 12,
                                      .epoch = 5,
+                                     .n_obs = n_obs,
                                      .batches_done = done,
                                      .world_size = 1,
                                      .plan_world_size = 1,

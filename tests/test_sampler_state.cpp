@@ -81,6 +81,8 @@ cs::SamplerState random_state(support::ConfigRng& g) {
   s.fingerprint = edgy_unsigned(g);
   s.seed = edgy_unsigned(g);
   s.epoch = edgy_unsigned(g);
+  if (g.between(0, 7) == 0) return s;  // n_obs=any: the start of an epoch, nothing more
+  s.n_obs = edgy(g, 0, max_size);
   s.batches_done = edgy(g, 0, max_size);
   s.world_size = edgy(g, 1, max_size);
   s.plan_world_size = edgy(g, 1, max_size);
@@ -106,9 +108,10 @@ cs::SamplerState random_state(support::ConfigRng& g) {
 // The fields of a valid state's text, each "name=value", after the header.
 struct Fields {
   std::vector<std::pair<std::string, std::string>> items = {
-      {"fingerprint", "00000000000000ab"}, {"seed", "7"}, {"epoch", "3"}, {"batches", "12"}, {"world_size", "4"},
-      {"plan_world_size", "2"}, {"workers", "3"}, {"worker", "1"}, {"runs", "0-5,9-12"}, {"dealt_at", "4"}};
-  std::string header = "chunksampler-state/1";
+      {"fingerprint", "00000000000000ab"}, {"seed", "7"}, {"epoch", "3"}, {"n_obs", "1000"}, {"batches", "12"},
+      {"world_size", "4"}, {"plan_world_size", "2"}, {"workers", "3"}, {"worker", "1"}, {"runs", "0-5,9-12"},
+      {"dealt_at", "4"}};
+  std::string header = "chunksampler-state/2";
 
   [[nodiscard]] std::string text() const {
     std::string t = header;
@@ -128,6 +131,7 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
   const cs::SamplerState state{.fingerprint = 0xab,
                                .seed = 7,
                                .epoch = 3,
+                               .n_obs = 1000,
                                .batches_done = 12,
                                .world_size = 4,
                                .plan_world_size = 2,
@@ -137,22 +141,22 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
                                .dealt_at = 4};
   CHECK(state.to_string() == Fields{}.text());
   CHECK(state.to_string() ==
-        "chunksampler-state/1 fingerprint=00000000000000ab seed=7 epoch=3 batches=12 world_size=4 plan_world_size=2 "
-        "workers=3 worker=1 runs=0-5,9-12 dealt_at=4");
+        "chunksampler-state/2 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
+        "plan_world_size=2 workers=3 worker=1 runs=0-5,9-12 dealt_at=4");
   CHECK(cs::SamplerState::parse(Fields{}.text()) == state);
 
   const cs::SamplerState plain{};
   CHECK(plain.to_string() ==
-        "chunksampler-state/1 fingerprint=0000000000000000 seed=0 epoch=0 batches=0 world_size=1 plan_world_size=1 "
-        "workers=1 worker=0 runs=all dealt_at=0");
+        "chunksampler-state/2 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
+        "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0");
   CHECK(cs::SamplerState::parse(plain.to_string()) == plain);
 
   // every batch (runs=all) and no batch (runs=none) are different states
   cs::SamplerState none = plain;
   none.runs.emplace();
   CHECK(none.to_string() ==
-        "chunksampler-state/1 fingerprint=0000000000000000 seed=0 epoch=0 batches=0 world_size=1 plan_world_size=1 "
-        "workers=1 worker=0 runs=none dealt_at=0");
+        "chunksampler-state/2 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
+        "plan_world_size=1 workers=1 worker=0 runs=none dealt_at=0");
   CHECK(cs::SamplerState::parse(none.to_string()) == none);
   CHECK_FALSE(none == plain);
 }
@@ -218,7 +222,7 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     for (const std::string bad : {"", "abc", "12x", "1.5", "+1", "1e3", "0x1", "1-2"}) {
       INFO("value " << bad);
       for (const char* name :
-           {"seed", "epoch", "batches", "world_size", "plan_world_size", "workers", "worker", "dealt_at"})
+           {"seed", "epoch", "n_obs", "batches", "world_size", "plan_world_size", "workers", "worker", "dealt_at"})
         require_rejected(Fields(valid).set(name, bad).text(), name);
     }
     for (const std::string bad : {"", "xyz", "0x1f", "-1", "+1", "12g4", "1.0"})
@@ -232,7 +236,7 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     for (const char* name : {"seed", "epoch"})
       require_rejected(Fields(valid).set(name, "18446744073709551616").text(), name);  // 2^64
     CHECK(cs::SamplerState::parse(Fields(valid).set("seed", "18446744073709551615").text()).seed == ~std::uint64_t{0});
-    for (const char* name : {"batches", "world_size", "plan_world_size", "workers", "dealt_at"}) {
+    for (const char* name : {"n_obs", "batches", "world_size", "plan_world_size", "workers", "dealt_at"}) {
       require_rejected(Fields(valid).set(name, "9223372036854775808").text(), name);  // 2^63
       require_rejected(Fields(valid).set(name, "4611686018427387905").text(), name);  // 2^62 + 1
     }
@@ -240,7 +244,7 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
   }
   SECTION("negative or zero values") {
     for (const char* name :
-         {"seed", "epoch", "batches", "world_size", "plan_world_size", "workers", "worker", "dealt_at"})
+         {"seed", "epoch", "n_obs", "batches", "world_size", "plan_world_size", "workers", "worker", "dealt_at"})
       require_rejected(Fields(valid).set(name, "-1").text(), name);
     for (const char* name : {"world_size", "plan_world_size", "workers"})
       require_rejected(Fields(valid).set(name, "0").text(), name);
@@ -252,6 +256,14 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     CHECK(cs::SamplerState::parse(Fields(valid).set("dealt_at", "12").text()).dealt_at == 12);
     CHECK(cs::SamplerState::parse(Fields(valid).set("runs", "none").set("dealt_at", "12").text()).dealt_at == 12);
     CHECK_FALSE(cs::SamplerState::parse(Fields(valid).set("runs", "all").set("dealt_at", "0").text()).runs);
+  }
+  SECTION("n_obs=any only at the start of an epoch") {
+    require_rejected(Fields(valid).set("n_obs", "any").text(), "n_obs=any");
+    require_rejected(Fields(valid).set("n_obs", "none").text(), "n_obs");
+    const cs::SamplerState start =
+        cs::SamplerState::parse(Fields(valid).set("n_obs", "any").set("batches", "0").set("dealt_at", "0").text());
+    CHECK_FALSE(start.n_obs);
+    CHECK(cs::SamplerState::parse(Fields(valid).set("n_obs", "0").text()).n_obs == 0);
   }
   SECTION("worker >= workers") {
     require_rejected(Fields(valid).set("workers", "3").set("worker", "3").text(), "worker");
@@ -280,14 +292,21 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     require_rejected(valid.text() + " 0", "0");
   }
   SECTION("a wrong header") {
-    for (const std::string header : {"chunksampler-state/2", "chunksampler-state", "Chunksampler-state/1",
-                                     "chunksampler-state/1x", "state"}) {
+    for (const std::string header : {"chunksampler-state/3", "chunksampler-state", "Chunksampler-state/2",
+                                     "chunksampler-state/2x", "state"}) {
       Fields f = valid;
       f.header = header;
-      require_rejected(f.text(), "chunksampler-state/1");
+      require_rejected(f.text(), "chunksampler-state/2");
     }
-    require_rejected("", "chunksampler-state/1");
-    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/1");
+    require_rejected("", "chunksampler-state/2");
+    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/2");
+  }
+  SECTION("a state of format 1 (chunksampler 0.1, no n_obs) is refused by name") {
+    const std::string old =
+        "chunksampler-state/1 fingerprint=00000000000000ab seed=7 epoch=3 batches=12 world_size=4 plan_world_size=2 "
+        "workers=3 worker=1 runs=0-5,9-12 dealt_at=4";
+    require_rejected(old, "format chunksampler-state/1");
+    require_rejected(old, "n_obs");
   }
 }
 

@@ -152,54 +152,56 @@ class DistributedSampler {
   }
 
   /// The observations this rank reads in epoch `epoch` (contiguous mode), or that all ranks
-  /// read together (global mode); throws if the epoch cannot be served.
+  /// read together (global mode); throws if the epoch cannot be served. While a restore is
+  /// pending, the restored epoch's: in global mode the window of the plan the state's ranks
+  /// were reading, whatever this job's world size.
   [[nodiscard]] Slice shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
   [[nodiscard]] Slice shard(std::int64_t n_obs, std::uint64_t epoch) const {
-    return part(n_obs, epoch, info_.world_size).mask;
+    return part(n_obs, epoch, plan_world_size(epoch)).mask;
   }
 
   /// Throws `std::invalid_argument` if this rank's epoch over `n_obs` cannot be served.
-  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), std::nullopt); }
+  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), std::nullopt, false); }
 
-  /// Batches this rank (or its worker) yields in a whole epoch; the same on every rank when
-  /// `enforce_equal_batches`.
+  /// Batches this rank (or its worker) yields in a whole epoch, counted from the epoch's start;
+  /// the same on every rank when `enforce_equal_batches`. While a restore is pending, the
+  /// restored epoch's count (after an elastic restore: the state's `batches_done` plus this
+  /// rank's part of what the old ranks left), which the next `sample()` yields less the state's
+  /// `batches_done`. Throws where `sample()` would.
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    detail::check_worker(worker);
-    Layout l = layout(n_obs, cursor_.next(), std::nullopt);
-    return range_type(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}).n_batches();
+    const Prepared p = prepare(n_obs, worker);
+    return p.dealt_at + p.range.share_batches();
   }
   /// Synonym of `n_batches`.
   [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
     return n_batches(n_obs, worker);
   }
+  /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
+  /// `batches_done`. Throws where `sample()` would.
+  [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    return prepare(n_obs, worker).range.n_batches();
+  }
 
   /// This rank's requests (its worker's share, with a `WorkerInfo`) for epoch `epoch()`, from
   /// a restored point if one is pending; then moves to the next epoch.
   [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
-    detail::check_worker(worker);
-    const std::optional<SamplerState>& resume = cursor_.pending();
-    // The wrapped sampler may have changed since restore(), through sampler().
-    if (resume) detail::check_state_of("DistributedSampler", *resume, fingerprint(), seed());
-    const bool elastic = resume && resume->world_size != info_.world_size;
-    // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
-    const std::int64_t skip = elastic ? 0 : cursor_.resume_point(worker) - (resume ? resume->dealt_at : 0);
-    Layout l = layout(n_obs, cursor_.next(), resume);
-    range_type range(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}, skip);
-    detail::check_skip(skip, range.share_batches());
-    cursor_.start(worker);
-    active_plan_world_size_ = l.plan_world_size;
-    active_base_ = std::move(l.base);
-    active_dealt_at_ = l.dealt_at;
-    return range;
+    Prepared p = prepare(n_obs, worker);
+    cursor_.start(worker, n_obs);
+    active_plan_world_size_ = p.plan_world_size;
+    active_base_ = std::move(p.base);
+    active_dealt_at_ = p.dealt_at;
+    return std::move(p.range);
   }
 
   /// The point after the first `batches_done` batches this rank (or worker) read of the current
   /// epoch, counted from its start. Every rank of a synchronous job is at the same point, so
   /// any rank's state restores all of them, in global mode on any number of ranks.
   [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
+    detail::check_state_point("DistributedSampler", cursor_.n_obs(), batches_done);
     SamplerState result{.fingerprint = fingerprint(),
                         .seed = seed(),
                         .epoch = cursor_.current(),
+                        .n_obs = cursor_.n_obs(),
                         .batches_done = batches_done,
                         .world_size = info_.world_size,
                         .plan_world_size = info_.world_size,
@@ -229,9 +231,13 @@ class DistributedSampler {
     return result;
   }
 
-  /// Makes the next `sample()` continue exactly after `state`. In global mode the state may
-  /// come from another world size: the batches the old ranks had not read are dealt among the
-  /// new ones (drop leaves out fewer than `world_size` of them, pad repeats as many).
+  /// Makes the next `sample()` continue exactly after `state`, which must be of this
+  /// configuration and seed; the next `sample()` also needs the state's `n_obs`. A state of
+  /// worker `i` of `k` continues in `sample(n_obs, {i, k})` on the same world size. In global
+  /// mode a state taken without workers may also come from another world size, or be read by
+  /// several workers: the batches the old ranks had not read are dealt among the new ranks
+  /// (drop leaves out fewer than `world_size` of them, pad repeats as many), and a rank's
+  /// workers split its part.
   void restore(const SamplerState& state) {
     state.check();
     if (options_.mode == ShardMode::contiguous && state.world_size != info_.world_size)
@@ -261,6 +267,47 @@ class DistributedSampler {
     std::int64_t dealt_at;                     // batches of the epoch each rank had read when they were dealt
     std::int64_t plan_world_size;
   };
+
+  // What the next sample() plays: this rank's stream and the deal a state taken in it names.
+  struct Prepared {
+    range_type range;
+    std::optional<std::vector<BatchRun>> base;
+    std::int64_t dealt_at;
+    std::int64_t plan_world_size;
+  };
+
+  // The next sample(n_obs, worker), checked (the pending restore among the rest), without moving
+  // the cursor: sample(), n_batches() and n_batches_left() agree by construction.
+  [[nodiscard]] Prepared prepare(std::int64_t n_obs, const WorkerInfo& worker) const {
+    detail::check_worker(worker);
+    const std::optional<SamplerState>& resume = cursor_.pending();
+    // The wrapped sampler may have changed since restore(), through sampler().
+    if (resume) detail::check_state_of("DistributedSampler", *resume, fingerprint(), seed());
+    // Global mode re-deals what the state's ranks left unread when the world size changed, and
+    // when a state taken without workers is read by several: the re-dealt rest of the epoch is a
+    // new stream, which this rank's workers split. Otherwise the state's own stream continues,
+    // for the worker it is of.
+    const bool redeal = resume && options_.mode == ShardMode::global &&
+                        (resume->world_size != info_.world_size ||
+                         (resume->num_workers == 1 && worker.num_workers != 1));
+    // Refuses a state of another n_obs on every path, and of another worker unless re-dealt (a
+    // re-dealt state is always of the whole rank: restore refuses an elastic one of a worker).
+    const std::int64_t point = cursor_.resume_point(redeal ? WorkerInfo{} : worker, n_obs);
+    // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
+    const std::int64_t skip = redeal ? 0 : point - (resume ? resume->dealt_at : 0);
+    Layout l = layout(n_obs, cursor_.next(), resume, redeal);
+    range_type range(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}, skip);
+    detail::check_skip(skip, range.share_batches());
+    return {.range = std::move(range), .base = std::move(l.base), .dealt_at = l.dealt_at,
+            .plan_world_size = l.plan_world_size};
+  }
+
+  // The world size epoch `epoch`'s plan is laid out for: a pending global-mode restore's.
+  [[nodiscard]] std::int64_t plan_world_size(std::uint64_t epoch) const noexcept {
+    const std::optional<SamplerState>& pending = cursor_.pending();
+    return pending && options_.mode == ShardMode::global && pending->epoch == epoch ? pending->plan_world_size
+                                                                                     : info_.world_size;
+  }
 
   [[nodiscard]] std::uint64_t stream() const noexcept {
     return options_.mode == ShardMode::global ? global_stream : static_cast<std::uint64_t>(info_.rank);
@@ -357,8 +404,10 @@ class DistributedSampler {
     return {r * each, (r + 1) * each};
   }
 
-  // The plan of `epoch` and this rank's runs of it; `resume` may change both (elastic restart).
-  [[nodiscard]] Layout layout(std::int64_t n_obs, std::uint64_t epoch, const std::optional<SamplerState>& resume) const {
+  // The plan of `epoch` and this rank's runs of it; `resume` may change both: `redeal` deals what
+  // its ranks left unread among this job's (an elastic restart, or workers after a state of none).
+  [[nodiscard]] Layout layout(std::int64_t n_obs, std::uint64_t epoch, const std::optional<SamplerState>& resume,
+                              bool redeal) const {
     const std::int64_t plan_world_size =
         resume && options_.mode == ShardMode::global ? resume->plan_world_size : info_.world_size;
     const Shard my_part = part(n_obs, epoch, plan_world_size);
@@ -374,11 +423,18 @@ class DistributedSampler {
     if (!base.empty() && base.back().end > n)
       detail::throw_invalid("DistributedSampler: restore: the state's runs end at batch {}, the epoch has {}",
                             base.back().end, n);
-    const bool elastic = resume && resume->world_size != info_.world_size;
-    if (elastic) {
-      // Elastic restart: the old ranks' unread batches, in their order, are the new ranks' epoch.
+    if (redeal) {
+      // The old ranks' unread batches, in their order, are the new ranks' epoch.
       const std::int64_t total = detail::total_batches(base);
       const std::int64_t read = resume->batches_done - dealt_at;
+      // Rank 0's block is the largest: a point past it lies past every old rank's end, refused as
+      // on the same world size, where the stream's length refuses it.
+      const std::int64_t longest = block(total, resume->world_size, 0).size();
+      if (read > longest)
+        detail::throw_invalid(
+            "restore: the state's batches ({}) exceed the {} batches of its stream for this n_obs (its {} ranks had "
+            "at most {} each after batch {})",
+            resume->batches_done, dealt_at + longest, resume->world_size, longest, dealt_at);
       std::vector<BatchRun> left;
       // Blocks start in rank order, so ranks from `total` on were dealt nothing: a state of
       // any world size (2^62 in a corrupt file) costs at most one step per batch.
@@ -403,7 +459,7 @@ class DistributedSampler {
       }
     }
     std::optional<std::vector<BatchRun>> dealt_runs;
-    if (dealt || elastic) dealt_runs = std::move(base);
+    if (dealt || redeal) dealt_runs = std::move(base);
     return {.plan = std::move(plan), .runs = std::move(runs), .base = std::move(dealt_runs), .dealt_at = dealt_at,
             .plan_world_size = plan_world_size};
   }

@@ -200,9 +200,11 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   }
 
   /// A copy that reads, of every dataset, the fraction `shard.mask` designates within `[0,
-  /// b_D)`: dataset d's part is `[b_d + floor(a * sizes[d] / b_D), b_d + floor(b * sizes[d] /
-  /// b_D))` for the mask `[a, b)`, so disjoint masks give disjoint parts of every dataset. Its
-  /// grid is aligned to the part's start. It draws from `rng().spawn(shard.stream)`, holds
+  /// b_D)`, cut on the dataset's grid of `m_d = sizes[d] / chunk_size` whole chunks: for the
+  /// mask `[a, b)`, dataset d's part is its chunks `[floor(a * m_d / b_D), floor(b * m_d / b_D))`,
+  /// so disjoint masks give disjoint parts of every dataset, and masks that tile `[0, b_D)` give
+  /// parts that tile every dataset's grid (no chunk is split between ranks, so no row of the
+  /// grid is left to nobody). It draws from `rng().spawn(shard.stream)`, holds
   /// `shard.budget` positions per epoch and keeps the weights, temperature and epoch; a shard
   /// of a shard is cut from the whole datasets again. Throws `std::invalid_argument` if the
   /// mask is empty or outside `[0, b_D)`, or a part holds less than one chunk.
@@ -215,8 +217,8 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
                             shard.mask.start, shard.mask.stop, total);
     MixtureSampler copy = *this;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
-      const Slice part =
-          detail::shard_part({boundaries_[d], boundaries_[d + 1]}, shard.mask.start, shard.mask.stop, total);
+      const Slice part = detail::shard_part({boundaries_[d], boundaries_[d + 1]}, chunk_size_, shard.mask.start,
+                                            shard.mask.stop, total);
       if (part.size() < chunk_size_)
         detail::throw_invalid(
             "MixtureSampler: the shard [{}, {}) leaves dataset {} a part [{}, {}) of {} observations, fewer than "

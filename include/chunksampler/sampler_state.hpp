@@ -29,6 +29,9 @@ struct SamplerState {
   std::uint64_t fingerprint = 0;  ///< the configuration's hash; restore refuses any other
   std::uint64_t seed = 0;         ///< the seed every draw descends from
   std::uint64_t epoch = 0;        ///< the epoch the point lies in
+  /// The dataset size the epoch was sampled over; restore refuses any other. `std::nullopt`
+  /// only at the start of an epoch no `sample()` has played yet, which any size may begin.
+  std::optional<std::int64_t> n_obs = std::nullopt;
   std::int64_t batches_done = 0;  ///< batches of the epoch consumed (of the worker's share, with workers)
   std::int64_t world_size = 1;    ///< ranks the epoch was being read by
   std::int64_t plan_world_size = 1;  ///< ranks the epoch's plan was laid out for (global mode)
@@ -41,29 +44,36 @@ struct SamplerState {
 
   friend bool operator==(const SamplerState&, const SamplerState&) = default;
 
-  /// One line of text: `chunksampler-state/1 fingerprint=<hex> seed=.. epoch=.. batches=..
-  /// world_size=.. plan_world_size=.. workers=.. worker=.. runs=<b>-<e>,... dealt_at=..`, where
-  /// `runs=all` is every batch and `runs=none` no batch.
+  /// The version of the text format `to_string()` writes and `parse()` reads. Version 1 (before
+  /// states recorded `n_obs`) is refused by name.
+  static constexpr int text_version = 2;
+
+  /// One line of text: `chunksampler-state/2 fingerprint=<hex> seed=.. epoch=.. n_obs=..
+  /// batches=.. world_size=.. plan_world_size=.. workers=.. worker=.. runs=<b>-<e>,...
+  /// dealt_at=..`, where `n_obs=any` is a state no size is tied to, `runs=all` is every batch
+  /// and `runs=none` no batch.
   [[nodiscard]] std::string to_string() const {
     std::string runs_text = runs ? "" : "all";
     if (runs && runs->empty()) runs_text = "none";
     for (const BatchRun& run : runs.value_or(std::vector<BatchRun>{}))
       fmt::format_to(std::back_inserter(runs_text), "{}{}-{}", runs_text.empty() ? "" : ",", run.begin, run.end);
     return fmt::format(
-        "chunksampler-state/1 fingerprint={:016x} seed={} epoch={} batches={} world_size={} plan_world_size={} "
-        "workers={} worker={} runs={} dealt_at={}",
-        fingerprint, seed, epoch, batches_done, world_size, plan_world_size, num_workers, worker, runs_text, dealt_at);
+        "chunksampler-state/{} fingerprint={:016x} seed={} epoch={} n_obs={} batches={} world_size={} "
+        "plan_world_size={} workers={} worker={} runs={} dealt_at={}",
+        text_version, fingerprint, seed, epoch, n_obs ? fmt::to_string(*n_obs) : "any", batches_done, world_size,
+        plan_world_size, num_workers, worker, runs_text, dealt_at);
   }
 
   /// Reads `to_string()`'s text back; throws `std::invalid_argument` naming the first field
   /// that is missing, malformed or out of range. Every state it returns round-trips.
   [[nodiscard]] static SamplerState parse(std::string_view text) {
     Reader reader{text};
-    reader.expect_word("chunksampler-state/1");
+    reader.expect_header();
     SamplerState state;
     state.fingerprint = reader.field<std::uint64_t>("fingerprint", 16);
     state.seed = reader.field<std::uint64_t>("seed", 10);
     state.epoch = reader.field<std::uint64_t>("epoch", 10);
+    state.n_obs = reader.optional_field("n_obs", "any");
     state.batches_done = reader.field<std::int64_t>("batches", 10);
     state.world_size = reader.field<std::int64_t>("world_size", 10);
     state.plan_world_size = reader.field<std::int64_t>("plan_world_size", 10);
@@ -78,6 +88,12 @@ struct SamplerState {
 
   /// Throws `std::invalid_argument` unless every field is in range and the runs are ordered.
   void check() const {
+    if (n_obs && (*n_obs < 0 || *n_obs > detail::max_size))
+      detail::throw_invalid("SamplerState: n_obs ({}) must be in [0, 2^62]", *n_obs);
+    if (!n_obs && batches_done != 0)
+      detail::throw_invalid(
+          "SamplerState: batches ({}) must be 0 when n_obs=any: a point inside an epoch is tied to its dataset size",
+          batches_done);
     if (batches_done < 0 || batches_done > detail::max_size)
       detail::throw_invalid("SamplerState: batches ({}) must be in [0, 2^62]", batches_done);
     if (world_size < 1 || world_size > detail::max_size)
@@ -112,8 +128,14 @@ struct SamplerState {
       rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
       return w;
     }
-    void expect_word(std::string_view expected) {
+    void expect_header() {
+      const std::string expected = fmt::format("chunksampler-state/{}", text_version);
       const std::string_view w = word();
+      if (w == "chunksampler-state/1")
+        detail::throw_invalid(
+            "SamplerState: the text is of format chunksampler-state/1, written by chunksampler 0.1, which did not "
+            "record n_obs; this version reads {:?}: take a new state",
+            expected);
       if (w != expected)
         detail::throw_invalid("SamplerState: text must start with {:?}, found {:?}", expected, std::string(w));
     }
@@ -135,6 +157,11 @@ struct SamplerState {
     template <class T>
     T field(std::string_view key, int base) {
       return number<T>(key, value(key), base);
+    }
+    std::optional<std::int64_t> optional_field(std::string_view key, std::string_view absent) {
+      const std::string_view text = value(key);
+      if (text == absent) return std::nullopt;
+      return number<std::int64_t>(key, text, 10);
     }
     std::optional<std::vector<BatchRun>> runs() {
       const std::string_view text = value("runs");

@@ -11,9 +11,11 @@
 //    world sizes, so elastic restores happen, with the state's worker). Restore either refuses, or:
 //    a checkpoint taken before the first step names the restored point, `sample()` for another
 //    worker is refused, and `sample()` for the state's worker either refuses before yielding
-//    anything, saying the restored state is at fault (it alone knows n_obs: batches past the
-//    stream, runs past the plan, or a plan world size too large for n_obs), or yields requests
-//    that keep every per-batch invariant, and as many batches as the state leaves of the epoch.
+//    anything, saying the restored state is at fault (another n_obs, batches past the stream,
+//    runs past the plan, or a plan world size too large for n_obs), or yields requests that keep
+//    every per-batch invariant, and as many batches as the state leaves of the epoch.
+//    `n_batches()` and `n_batches_left()` refuse exactly when `sample()` does, and otherwise
+//    differ by the state's batches, the second being what the stream yields.
 
 #include "fuzz_support.hpp"
 
@@ -182,25 +184,34 @@ void restore_into(const Fixture<S>& fixture, const cs::SamplerState& state) {
           state.num_workers);
     check(sampler.epoch() == state.epoch, "a refused sample() moved the epoch");
   }
-  const bool same_deal =
-      !state.runs && state.world_size == fixture.world_size && state.plan_world_size == fixture.world_size;
+  // n_batches and n_batches_left refuse what sample() refuses, and otherwise count what it
+  // yields: the epoch from its start, and what is left of it after the state's batches.
   std::int64_t whole = -1;
-  if (same_deal) whole = sampler.n_batches(n_obs, worker);
+  std::int64_t left = -1;
+  const bool counted = accepted([&] {
+    whole = sampler.n_batches(n_obs, worker);
+    left = sampler.n_batches_left(n_obs, worker);
+  });
 
   std::optional<typename S::range_type> range;
   if (!accepted([&] { range.emplace(sampler.sample(n_obs, worker)); }, &why)) {
     check(blames_state(why, state), "sample() after restore refused without naming the state: {:?}", why);
+    check(!counted, "n_batches() counted ({}) a restored epoch that sample() refuses: {:?}", whole, why);
     check(sampler.epoch() == state.epoch, "a refused sample() moved the epoch");
     return;
   }
+  check(counted, "n_batches() refused a restored epoch that sample() accepts");
+  check(whole - left == state.batches_done, "n_batches() is {} and n_batches_left() {} after a restore at {}", whole,
+        left, state.batches_done);
+  check(range->n_batches() == left, "the range announces {} batches, n_batches_left() {}", range->n_batches(), left);
   check(sampler.epoch() == state.epoch + 1, "sample() after restore did not move past the state's epoch");
   // A state's plan_world_size lays out a global pad plan padded to whole rounds of that many
   // ranks, all in its last request: past a few requests' size that one is not filled here.
   if (range->plan().max_positions() > max_positions) return;
   const Walk w = walk(*range, fixture.expect(state.epoch), max_batches, max_positions);
-  if (w.complete && same_deal)
-    check(w.batches == whole - state.batches_done, "restored at {} of {} batches, the stream yielded {}",
-          state.batches_done, whole, w.batches);
+  if (w.complete)
+    check(w.batches == left, "restored at {} of {} batches, the stream yielded {}, not the {} announced",
+          state.batches_done, whole, w.batches, left);
 }
 
 void restore_everywhere(const cs::SamplerState& state) {
@@ -276,6 +287,8 @@ void forge(FuzzedDataProvider& in) {
   if (in.ConsumeIntegralInRange<int>(0, 31) == 0) s.fingerprint = in.ConsumeIntegral<std::uint64_t>();
   if (in.ConsumeIntegralInRange<int>(0, 31) == 0) s.seed = in.ConsumeIntegral<std::uint64_t>();
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) s.epoch = epoch_value(in);
+  if (in.ConsumeIntegralInRange<int>(0, 7) == 0)
+    s.n_obs = in.ConsumeBool() ? std::nullopt : std::optional<std::int64_t>(count_value(in));
   if (in.ConsumeBool()) s.batches_done = count_value(in);
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) s.world_size = count_value(in);
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) s.plan_world_size = count_value(in);

@@ -98,15 +98,20 @@ struct QuotientRemainder {
 }
 
 /// The part of `dataset` that the shard `[a, b)` of a collection of `total` observations
-/// designates: the same fraction of every dataset, `[start + floor(a * size / total),
-/// start + floor(b * size / total))`. Monotone in `a` and `b`, so disjoint shards give disjoint
-/// parts. `0 <= a <= b <= total`, `1 <= total <= 2^62`.
-[[nodiscard]] inline Slice shard_part(Slice dataset, std::int64_t a, std::int64_t b, std::int64_t total) noexcept {
+/// designates: the same fraction of every dataset, cut on the dataset's grid of `m = size /
+/// chunk_size` whole chunks from its start, chunks `[floor(a * m / total), floor(b * m / total))`.
+/// Monotone in `a` and `b`, so disjoint shards give disjoint parts, and shards that tile
+/// `[0, total)` give parts that tile the grid: no chunk is cut in two, so every row of the grid
+/// is read by some rank. `0 <= a <= b <= total`, `1 <= total <= 2^62`, `chunk_size >= 1`.
+[[nodiscard]] inline Slice shard_part(Slice dataset, std::int64_t chunk_size, std::int64_t a, std::int64_t b,
+                                      std::int64_t total) noexcept {
+  const auto chunks = static_cast<std::uint64_t>(dataset.size() / chunk_size);
   const auto at = [&](std::int64_t x) {
-    return dataset.start + static_cast<std::int64_t>(mul_div(static_cast<std::uint64_t>(x),
-                                                             static_cast<std::uint64_t>(dataset.size()),
-                                                             static_cast<std::uint64_t>(total))
-                                                         .quotient);
+    // The quotient is at most `chunks`, so the product stays within the dataset.
+    return dataset.start +
+           static_cast<std::int64_t>(mul_div(static_cast<std::uint64_t>(x), chunks, static_cast<std::uint64_t>(total))
+                                         .quotient) *
+               chunk_size;
   };
   return {at(a), at(b)};
 }
