@@ -64,11 +64,14 @@ struct Facts {
 
 [[nodiscard]] std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
-// Dataset d's part for the shard [a, b) of a mixture's [0, total): the fraction with_shard documents.
+// Dataset d's part for the shard [a, b) of a mixture's [0, total): the fraction with_shard documents,
+// on the dataset's grid of m = size / chunk_size whole chunks (chunks [a * m / total, b * m / total)).
 [[nodiscard]] cs::Slice mixture_part(const Facts& f, std::size_t d, cs::Slice shard) {
   const int128 total = f.boundaries.back();
-  const int128 size = f.boundaries[d + 1] - f.boundaries[d];
-  const auto at = [&](std::int64_t x) { return f.boundaries[d] + static_cast<std::int64_t>(x * size / total); };
+  const int128 chunks = (f.boundaries[d + 1] - f.boundaries[d]) / f.chunk_size;
+  const auto at = [&](std::int64_t x) {
+    return f.boundaries[d] + static_cast<std::int64_t>(x * chunks / total) * f.chunk_size;
+  };
   return {at(shard.start), at(shard.stop)};
 }
 
