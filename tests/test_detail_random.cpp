@@ -15,6 +15,7 @@
 #include <numeric>
 #include <set>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace cs = chunksampler;
@@ -40,7 +41,8 @@ double chi_square_uniform(const std::vector<std::int64_t>& counts) {
 }
 
 /// True when `perm` evaluated on [0, n) hits every value of [0, n) exactly once.
-bool is_bijection(const detail::FeistelPermutation& perm, std::uint64_t n) {
+template <class Permutation>
+bool is_bijection(const Permutation& perm, std::uint64_t n) {
   std::vector<char> seen(static_cast<std::size_t>(n), 0);
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t x = perm(i);
@@ -201,12 +203,45 @@ TEST_CASE("FeistelPermutation: a bijection of 0..n-1 for many n and keys", "[det
       CAPTURE(n, key);
       REQUIRE(is_bijection(detail::FeistelPermutation(n, key), n));
     }
-    // powers of two and their neighbours: where the bit width, and so the domain, changes
-    for (const std::uint64_t n : std::initializer_list<std::uint64_t>{4095, 4096, 4097, 65535, 65536, 65537}) {
+    // squares and their neighbours: where the side of the square domain changes
+    for (const std::uint64_t n : std::initializer_list<std::uint64_t>{4095, 4096, 4097, 65535, 65536, 65537, 66049, 66050}) {
       CAPTURE(n);
       REQUIRE(is_bijection(detail::FeistelPermutation(n, 3), n));
     }
   }
+}
+
+TEST_CASE("KeyedPermutation: a bijection on both sides of its table limit, shared by copies", "[detail_random]") {
+  constexpr std::uint64_t limit = detail::KeyedPermutation::table_limit;
+  for (const std::uint64_t n : std::initializer_list<std::uint64_t>{1, 2, 3, 17, 1000, limit - 1, limit, limit + 1, 100'003}) {
+    for (std::uint64_t key = 0; key < 3; ++key) {
+      CAPTURE(n, key);
+      const detail::KeyedPermutation perm(n, detail::mix64(key));
+      REQUIRE(perm.size() == n);
+      REQUIRE(is_bijection(perm, n));
+      // A copy made before the table is built and one made after give the same order.
+      const detail::KeyedPermutation early(n, detail::mix64(key));
+      const detail::KeyedPermutation early_copy = early;  // NOLINT(performance-unnecessary-copy-initialization)
+      REQUIRE(early_copy(n - 1) == perm(n - 1));
+      REQUIRE(early(0) == perm(0));
+    }
+  }
+  // Above the limit the order is the FeistelPermutation of the same key.
+  const detail::KeyedPermutation large(limit + 1, 42);
+  const detail::FeistelPermutation feistel(limit + 1, 42);
+  for (std::uint64_t i = 0; i < 100; ++i) REQUIRE(large(i) == feistel(i));
+}
+
+TEST_CASE("KeyedPermutation: looked up from several threads at once, before its table exists", "[detail_random]") {
+  const detail::KeyedPermutation perm(detail::KeyedPermutation::table_limit, 7);
+  std::vector<std::vector<std::uint64_t>> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < 1000; ++i) seen[t].push_back(perm(i));
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const std::vector<std::uint64_t>& values : seen) REQUIRE(values == seen[0]);
 }
 
 TEST_CASE("FeistelPermutation: huge n gives in-range, distinct values", "[detail_random]") {
@@ -385,7 +420,7 @@ TEST_CASE("Rng: seed, spawn and key are deterministic, and spawn paths are order
   REQUIRE(keys.size() == 16 * 16 * 2);
 }
 
-TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, partial_shuffle", "[detail_random]") {
+TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, KeyedPermutation, partial_shuffle", "[detail_random]") {
   // Computed once and stored: these pin the random streams across compilers, standard libraries and
   // platforms (pcg32 and our own bounded draws are fully specified). If this fails, every
   // sampler's order for a given seed has changed.
@@ -407,9 +442,17 @@ TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, partial_shu
       REQUIRE(detail::bounded(engine, bounds[i]) == expected[i]);
     }
   }
-  SECTION("FeistelPermutation(10, 99)") {
+  SECTION("FeistelPermutation(10, 99) and (100000, 99)") {
     const detail::FeistelPermutation perm(10, 99);
-    const std::array<std::uint64_t, 10> expected{8, 7, 5, 2, 9, 1, 0, 3, 4, 6};
+    const std::array<std::uint64_t, 10> expected{3, 0, 9, 8, 1, 6, 4, 7, 5, 2};
+    for (std::uint64_t i = 0; i < 10; ++i) REQUIRE(perm(i) == expected[i]);
+    const detail::FeistelPermutation large(100'000, 99);
+    const std::array<std::uint64_t, 6> large_expected{24329, 18744, 16952, 56439, 71978, 53719};
+    for (std::uint64_t i = 0; i < 6; ++i) REQUIRE(large(i) == large_expected[i]);
+  }
+  SECTION("KeyedPermutation(10, 99): the Fisher-Yates table") {
+    const detail::KeyedPermutation perm(10, 99);
+    const std::array<std::uint64_t, 10> expected{9, 4, 8, 6, 0, 1, 7, 2, 3, 5};
     for (std::uint64_t i = 0; i < 10; ++i) REQUIRE(perm(i) == expected[i]);
   }
   SECTION("partial_shuffle of 0..9") {

@@ -1036,15 +1036,15 @@ TEST_CASE("MixtureSampler's random stream is pinned", "[mixture]") {
   REQUIRE(e0.size() == 9);
   std::vector<std::vector<cs::Slice>> chunks;
   for (const OwnedRequest& request : e0) chunks.push_back(request.chunks);
-  CHECK(chunks == std::vector<std::vector<cs::Slice>>{{{40, 50}, {80, 90}},
-                                                      {{120, 130}, {130, 140}},
-                                                      {{20, 30}, {70, 80}},
-                                                      {{0, 10}, {10, 20}},
-                                                      {{150, 160}, {160, 170}},
-                                                      {{50, 60}, {30, 40}},
-                                                      {{160, 170}, {170, 180}},
-                                                      {{90, 100}, {60, 70}},
-                                                      {{140, 150}, {110, 120}}});
+  CHECK(chunks == std::vector<std::vector<cs::Slice>>{{{50, 60}, {60, 70}},
+                                                      {{70, 80}, {10, 20}},
+                                                      {{40, 50}, {30, 40}},
+                                                      {{170, 180}, {170, 180}},  // pass 0's last, pass 1's first
+                                                      {{160, 170}, {150, 160}},
+                                                      {{130, 140}, {100, 110}},
+                                                      {{80, 90}, {20, 30}},
+                                                      {{0, 10}, {90, 100}},
+                                                      {{120, 130}, {140, 150}}});
   CHECK(e0.front().positions() ==
         std::vector<std::int64_t>{12, 15, 2, 5, 18, 11, 8, 6, 16, 0, 9, 3, 17, 10, 13, 4, 1, 14, 19, 7});
 }

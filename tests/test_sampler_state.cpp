@@ -111,7 +111,7 @@ struct Fields {
       {"fingerprint", "00000000000000ab"}, {"seed", "7"}, {"epoch", "3"}, {"n_obs", "1000"}, {"batches", "12"},
       {"world_size", "4"}, {"plan_world_size", "2"}, {"workers", "3"}, {"worker", "1"}, {"runs", "0-5,9-12"},
       {"dealt_at", "4"}};
-  std::string header = "chunksampler-state/2";
+  std::string header = "chunksampler-state/3";
 
   [[nodiscard]] std::string text() const {
     std::string t = header;
@@ -141,13 +141,13 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
                                .dealt_at = 4};
   CHECK(state.to_string() == Fields{}.text());
   CHECK(state.to_string() ==
-        "chunksampler-state/2 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
+        "chunksampler-state/3 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
         "plan_world_size=2 workers=3 worker=1 runs=0-5,9-12 dealt_at=4");
   CHECK(cs::SamplerState::parse(Fields{}.text()) == state);
 
   const cs::SamplerState plain{};
   CHECK(plain.to_string() ==
-        "chunksampler-state/2 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
+        "chunksampler-state/3 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
         "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0");
   CHECK(cs::SamplerState::parse(plain.to_string()) == plain);
 
@@ -155,7 +155,7 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
   cs::SamplerState none = plain;
   none.runs.emplace();
   CHECK(none.to_string() ==
-        "chunksampler-state/2 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
+        "chunksampler-state/3 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches=0 world_size=1 "
         "plan_world_size=1 workers=1 worker=0 runs=none dealt_at=0");
   CHECK(cs::SamplerState::parse(none.to_string()) == none);
   CHECK_FALSE(none == plain);
@@ -292,14 +292,21 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     require_rejected(valid.text() + " 0", "0");
   }
   SECTION("a wrong header") {
-    for (const std::string header : {"chunksampler-state/3", "chunksampler-state", "Chunksampler-state/2",
-                                     "chunksampler-state/2x", "state"}) {
+    for (const std::string header : {"chunksampler-state/4", "chunksampler-state", "Chunksampler-state/3",
+                                     "chunksampler-state/3x", "state"}) {
       Fields f = valid;
       f.header = header;
-      require_rejected(f.text(), "chunksampler-state/2");
+      require_rejected(f.text(), "chunksampler-state/3");
     }
-    require_rejected("", "chunksampler-state/2");
-    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/2");
+    require_rejected("", "chunksampler-state/3");
+    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/3");
+  }
+  SECTION("a state of format 2 (before the uniform chunk orders) is refused by name") {
+    const std::string old =
+        "chunksampler-state/2 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
+        "plan_world_size=2 workers=3 worker=1 runs=0-5,9-12 dealt_at=4";
+    require_rejected(old, "format chunksampler-state/2");
+    require_rejected(old, "another order");
   }
   SECTION("a state of format 1 (chunksampler 0.1, no n_obs) is refused by name") {
     const std::string old =

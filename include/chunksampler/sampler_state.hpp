@@ -44,11 +44,12 @@ struct SamplerState {
 
   friend bool operator==(const SamplerState&, const SamplerState&) = default;
 
-  /// The version of the text format `to_string()` writes and `parse()` reads. Version 1 (before
-  /// states recorded `n_obs`) is refused by name.
-  static constexpr int text_version = 2;
+  /// The version of the text format `to_string()` writes and `parse()` reads. Older versions are
+  /// refused by name: 1 did not record `n_obs`, and 2 was written before the epochs' chunk
+  /// orders changed (chunksampler 0.2), so it would resume another order.
+  static constexpr int text_version = 3;
 
-  /// One line of text: `chunksampler-state/2 fingerprint=<hex> seed=.. epoch=.. n_obs=..
+  /// One line of text: `chunksampler-state/3 fingerprint=<hex> seed=.. epoch=.. n_obs=..
   /// batches=.. world_size=.. plan_world_size=.. workers=.. worker=.. runs=<b>-<e>,...
   /// dealt_at=..`, where `n_obs=any` is a state no size is tied to, `runs=all` is every batch
   /// and `runs=none` no batch.
@@ -135,6 +136,12 @@ struct SamplerState {
         detail::throw_invalid(
             "SamplerState: the text is of format chunksampler-state/1, written by chunksampler 0.1, which did not "
             "record n_obs; this version reads {:?}: take a new state",
+            expected);
+      if (w == "chunksampler-state/2")
+        detail::throw_invalid(
+            "SamplerState: the text is of format chunksampler-state/2, written before chunksampler 0.2 changed the "
+            "epochs' chunk orders (now a uniform permutation at every size): it would resume another order; this "
+            "version reads {:?}: take a new state",
             expected);
       if (w != expected)
         detail::throw_invalid("SamplerState: text must start with {:?}, found {:?}", expected, std::string(w));

@@ -27,10 +27,10 @@ struct ChunkLayout {
 };
 
 /// One epoch of a chunk sampler (an `EpochPlan`), any request of which is computed in
-/// O(request) time from its index alone: chunk `i` of the epoch's stream comes from a keyed
-/// bijection (or, with replacement, a keyed draw) evaluated at `i`, and request `k`'s positions
-/// from an engine keyed by `k`. Nothing is materialized per epoch, so memory does not grow
-/// with `n_obs`.
+/// O(request) time from its index alone: chunk `i` of the epoch's stream comes from a uniform
+/// keyed permutation (`KeyedPermutation`; or, with replacement, a keyed draw) evaluated at `i`,
+/// and request `k`'s positions from an engine keyed by `k`. Memory does not grow with `n_obs`:
+/// at most the permutation's table of 2^16 chunks (256 KiB), built at the first request.
 ///
 /// The chunk stream holds `stream_obs / chunk_size` full chunks and, when it does not divide,
 /// one remainder chunk last. Without replacement the full chunks partition
@@ -39,11 +39,14 @@ struct ChunkLayout {
 /// reads chunks `[k * preload_nchunks, (k + 1) * preload_nchunks)` of the stream.
 class ChunkPlan : public RequestGrid<ChunkPlan> {
  public:
-  ChunkPlan(const ChunkLayout& layout, std::uint64_t chunk_key, std::uint64_t position_key) noexcept
+  ChunkPlan(const ChunkLayout& layout, std::uint64_t chunk_key, std::uint64_t position_key)
       : layout_(layout),
         full_chunks_(layout.stream_obs / layout.chunk_size),
         remainder_(layout.stream_obs % layout.chunk_size),
-        order_(static_cast<std::uint64_t>(std::max<std::int64_t>(full_chunks_, 1)), chunk_key),
+        // Only a shuffled partition reads the order: the others need no table.
+        order_(layout.shuffle && !layout.replacement ? static_cast<std::uint64_t>(std::max<std::int64_t>(full_chunks_, 1))
+                                                     : 1,
+               chunk_key),
         chunk_key_(chunk_key),
         position_key_(position_key) {}
 
@@ -60,7 +63,7 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   [[nodiscard]] std::int64_t stream_chunks() const noexcept { return full_chunks_ + (remainder_ != 0 ? 1 : 0); }
 
   /// Chunk `i` of the epoch's stream (`i < stream_chunks()`).
-  [[nodiscard]] Slice chunk(std::int64_t i) const noexcept {
+  [[nodiscard]] Slice chunk(std::int64_t i) const {
     const std::int64_t length = i < full_chunks_ ? layout_.chunk_size : remainder_;
     std::int64_t start = 0;
     if (layout_.replacement) {
@@ -125,7 +128,7 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   ChunkLayout layout_;
   std::int64_t full_chunks_;
   std::int64_t remainder_;
-  FeistelPermutation order_;
+  KeyedPermutation order_;
   std::uint64_t chunk_key_;
   std::uint64_t position_key_;
 };

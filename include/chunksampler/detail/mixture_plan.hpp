@@ -138,12 +138,16 @@ struct MixtureKeys {
 /// `preload_nchunks` chunks of one dataset.
 ///
 /// Request slot `k` reads the request `pi(k)` of the concatenation of the datasets' quotas, `pi`
-/// a keyed bijection of the slots: that is dataset d's local request `l = pi(k) - Q_d` (`Q_d` the
-/// quotas' prefix sum), found by binary search; the epoch's last slot takes its dataset's last
-/// local request. Its chunks are the dataset's chunks `j = l * P + t` of the epoch: pass
-/// `j / m_d` over the dataset's `m_d` grid chunks, in the order a keyed bijection of that pass
-/// gives. So every request is computed alone in O(request + log D), and a plan holds O(D),
-/// whatever `n_obs` and the number of requests.
+/// a uniform keyed permutation of the slots (`KeyedPermutation`): that is dataset d's local
+/// request `l = pi(k) - Q_d` (`Q_d` the quotas' prefix sum), found by binary search; the epoch's
+/// last slot takes its dataset's last local request. Its chunks are the dataset's chunks
+/// `j = l * P + t` of the epoch: pass `p = j / m_d` over the dataset's `m_d` grid chunks, chunk
+/// `sigma_d(f_p(j mod m_d))`, where `sigma_d` is the dataset's uniform keyed permutation and
+/// `f_p` a keyed `FeistelPermutation` of pass `p` (the identity in pass 0). Each pass is thus a
+/// uniform order, whatever `f_p` is, since `sigma_d` is uniform and independent of it. Every
+/// request is computed alone in O(request + log D), and a plan holds O(D) (with a table of at
+/// most 256 KiB per dataset and one for the slots, built at first use), whatever `n_obs` and
+/// the number of requests.
 class MixturePlan : public RequestGrid<MixturePlan> {
  public:
   MixturePlan(MixtureLayout layout, const MixtureKeys& keys)
@@ -153,6 +157,10 @@ class MixturePlan : public RequestGrid<MixturePlan> {
         order_(static_cast<std::uint64_t>(std::max<std::int64_t>(n_requests_, 1)), keys.request_order),
         chunk_key_(keys.chunk_order),
         position_key_(keys.positions) {
+    dataset_orders_.reserve(layout_.parts.size());
+    for (std::size_t d = 0; d < layout_.parts.size(); ++d)
+      dataset_orders_.emplace_back(static_cast<std::uint64_t>(std::max<std::int64_t>(grid(d), 1)),
+                                   derive(dataset_key(d), 0));
     prefix_.reserve(quotas_.size() + 1);
     prefix_.push_back(0);
     for (const std::int64_t q : quotas_) prefix_.push_back(prefix_.back() + q);
@@ -178,7 +186,7 @@ class MixturePlan : public RequestGrid<MixturePlan> {
   /// Where request slot `k` reads. The epoch's last slot, the one request that may be short,
   /// is always its dataset's last local request (swapped with the one the bijection gave it):
   /// so a dataset reads a prefix of its chunk sequence, whole passes and then part of one.
-  [[nodiscard]] Assignment assignment(std::int64_t k) const noexcept {
+  [[nodiscard]] Assignment assignment(std::int64_t k) const {
     Assignment where = drawn(k);
     if (where.dataset != last_.dataset) return where;
     const std::int64_t final_local = quotas_[where.dataset] - 1;
@@ -193,22 +201,24 @@ class MixturePlan : public RequestGrid<MixturePlan> {
     const Assignment where = assignment(k);
     const Slice part = layout_.parts[where.dataset];
     const std::int64_t chunk = layout_.chunk_size;
-    const auto grid = static_cast<std::uint64_t>(part.size() / chunk);
+    const auto grid_chunks = static_cast<std::uint64_t>(grid(where.dataset));
     const std::int64_t rows = std::min(request_obs(), layout_.used_obs - k * request_obs());
     const std::int64_t n_chunks = ceil_div(rows, chunk);
-    const std::uint64_t dataset_key = derive(chunk_key_, static_cast<std::uint64_t>(where.dataset));
+    const KeyedPermutation& sigma = dataset_orders_[where.dataset];
 
     out.chunks.resize(static_cast<std::size_t>(n_chunks));
     const auto first = static_cast<std::uint64_t>(where.local) * static_cast<std::uint64_t>(layout_.preload_nchunks);
-    std::uint64_t pass = first / grid;
-    FeistelPermutation order(grid, derive(dataset_key, pass));
+    std::uint64_t pass = first / grid_chunks;
+    FeistelPermutation pass_order = pass_permutation(where.dataset, pass);
     for (std::int64_t t = 0; t < n_chunks; ++t) {
       const std::uint64_t j = first + static_cast<std::uint64_t>(t);
-      if (j / grid != pass) {
-        pass = j / grid;
-        order = FeistelPermutation(grid, derive(dataset_key, pass));
+      if (j / grid_chunks != pass) {
+        pass = j / grid_chunks;
+        pass_order = pass_permutation(where.dataset, pass);
       }
-      const std::int64_t start = part.start + static_cast<std::int64_t>(order(j % grid)) * chunk;
+      const std::uint64_t in_pass = j % grid_chunks;
+      const std::uint64_t slot = sigma(pass == 0 ? in_pass : pass_order(in_pass));
+      const std::int64_t start = part.start + static_cast<std::int64_t>(slot) * chunk;
       out.chunks[static_cast<std::size_t>(t)] = {start, start + chunk};
     }
     out.chunks.back().stop -= n_chunks * chunk - rows;
@@ -220,8 +230,18 @@ class MixturePlan : public RequestGrid<MixturePlan> {
   }
 
  private:
-  // The slot's request as the bijection draws it, before the last slot's swap.
-  [[nodiscard]] Assignment drawn(std::int64_t k) const noexcept {
+  // Dataset d's grid chunks, and the key of its orders.
+  [[nodiscard]] std::int64_t grid(std::size_t d) const noexcept { return layout_.parts[d].size() / layout_.chunk_size; }
+  [[nodiscard]] std::uint64_t dataset_key(std::size_t d) const noexcept {
+    return derive(chunk_key_, static_cast<std::uint64_t>(d));
+  }
+  // f_p: how pass p (>= 1) of dataset d reorders the dataset's permutation sigma_d.
+  [[nodiscard]] FeistelPermutation pass_permutation(std::size_t d, std::uint64_t pass) const noexcept {
+    return {static_cast<std::uint64_t>(std::max<std::int64_t>(grid(d), 1)), derive(dataset_key(d), pass)};
+  }
+
+  // The slot's request as the permutation draws it, before the last slot's swap.
+  [[nodiscard]] Assignment drawn(std::int64_t k) const {
     const auto u = static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(k)));
     // The last prefix at or below u: datasets with no quota have empty ranges and are passed over.
     const auto it = std::ranges::upper_bound(prefix_, u) - 1;
@@ -232,7 +252,8 @@ class MixturePlan : public RequestGrid<MixturePlan> {
   std::int64_t n_requests_;
   std::vector<std::int64_t> quotas_;
   std::vector<std::int64_t> prefix_;
-  FeistelPermutation order_;
+  KeyedPermutation order_;
+  std::vector<KeyedPermutation> dataset_orders_;
   Assignment last_{};
   std::uint64_t chunk_key_;
   std::uint64_t position_key_;

@@ -2,7 +2,8 @@
 #pragma once
 
 // Seeded randomness that gives the same numbers on every compiler and platform: pcg32 engines,
-// our own bounded draws (Lemire's multiply-shift with rejection) and Fisher-Yates shuffles.
+// our own bounded draws (Lemire's multiply-shift with rejection), Fisher-Yates shuffles and keyed
+// permutations.
 // The standard library's distributions and shuffle are implementation-defined and never used.
 
 #include <pcg_random.hpp>
@@ -10,8 +11,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <utility>
+#include <vector>
 
 namespace chunksampler::detail {
 
@@ -105,18 +109,40 @@ void partial_shuffle(Engine& engine, std::span<T> values, std::size_t count) noe
   engine = local;
 }
 
-/// A keyed bijection of `[0, n)` evaluated at any position in O(1) time and memory: a balanced
-/// Feistel network on the smallest even number of bits covering `n`, with cycle-walking back
-/// into range (the construction behind Grain's index_shuffle). The domain is under four times
-/// `n`, so a position takes under four network passes on average.
+/// The smallest `s` with `s * s >= n`, for `n <= 2^62`.
+[[nodiscard]] constexpr std::uint64_t ceil_sqrt(std::uint64_t n) noexcept {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = std::uint64_t{1} << 31U;  // (2^31)^2 = 2^62
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (mid * mid >= n) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/// A keyed bijection of `[0, n)`, `n <= 2^62`, evaluated at any position in O(1) time and
+/// memory: a Feistel network on the square `[0, s)^2`, `s = ceil(sqrt(n))`, whose rounds add a
+/// keyed function of one half to the other modulo `s`, with cycle-walking back into `[0, n)`
+/// (fewer than `2s` of the square's `s^2` values lie outside, so a position takes one network
+/// pass but for a fraction `2 / s`), then composed with the transposition `(0 1)` when a bit of
+/// the key is set.
+///
+/// Why its orders look uniform. By Luby and Rackoff, four rounds of independent random
+/// functions already make the network indistinguishable from a random permutation for queries
+/// far fewer than `s`; Patarin's analyses carry that towards `s^2` with more rounds, and we use
+/// twelve, keyed through `derive`. Rounds that add modulo `s`, unlike rounds that XOR halves of
+/// two or more bits (every such network is an even permutation of its domain), do not confine
+/// the orders to a parity class; the key's extra transposition makes even and odd orders
+/// exactly equally likely whatever the rounds give. Small `n` is where a network's family of
+/// orders is too small to be uniform, which is why `KeyedPermutation` uses it only above
+/// `KeyedPermutation::table_limit` elements, where `s >= 257`; the statistical tests in
+/// `tests/test_uniform_order.cpp` check both sides of that limit.
 class FeistelPermutation {
  public:
-  /// A permutation of `[0, n)`, `n >= 1`, chosen by `key`.
-  constexpr FeistelPermutation(std::uint64_t n, std::uint64_t key) noexcept : n_(n) {
-    unsigned bits = 0;
-    while (bits < 64 && (std::uint64_t{1} << bits) < n) ++bits;
-    half_bits_ = bits <= 2 ? 1U : (bits + 1) / 2;
-    half_mask_ = (std::uint64_t{1} << half_bits_) - 1;
+  /// A permutation of `[0, n)`, `1 <= n <= 2^62`, chosen by `key`.
+  constexpr FeistelPermutation(std::uint64_t n, std::uint64_t key) noexcept
+      : n_(n), side_(std::max<std::uint64_t>(ceil_sqrt(n), 2)), flip_((derive(key, rounds) & 1U) != 0) {
     for (std::size_t r = 0; r < keys_.size(); ++r) keys_[r] = derive(key, r);
   }
 
@@ -126,29 +152,84 @@ class FeistelPermutation {
     std::uint64_t x = i;
     do x = encrypt(x);
     while (x >= n_);
-    return x;
+    return flip_ && x < 2 ? x ^ 1U : x;
   }
 
   [[nodiscard]] constexpr std::uint64_t size() const noexcept { return n_; }
 
  private:
-  static constexpr std::size_t rounds = 8;
+  static constexpr std::size_t rounds = 12;
 
+  // One pass of the network over [0, side^2): (left, right) -> (right, left + F(right) mod side).
   [[nodiscard]] constexpr std::uint64_t encrypt(std::uint64_t x) const noexcept {
-    std::uint64_t left = x >> half_bits_;
-    std::uint64_t right = x & half_mask_;
+    std::uint64_t left = x / side_;
+    std::uint64_t right = x % side_;
     for (const std::uint64_t round_key : keys_) {
-      const std::uint64_t next = left ^ (mix64(right ^ round_key) & half_mask_);
+      // A keyed hash of `right` scaled to [0, side) by a multiply-high.
+      const std::uint64_t f = mul_wide(mix64(right ^ round_key), side_).hi;
+      std::uint64_t next = left + f;
+      if (next >= side_) next -= side_;
       left = right;
       right = next;
     }
-    return (left << half_bits_) | right;
+    return left * side_ + right;
   }
 
   std::uint64_t n_;
-  unsigned half_bits_ = 1;
-  std::uint64_t half_mask_ = 1;
+  std::uint64_t side_;
+  bool flip_;
   std::array<std::uint64_t, rounds> keys_{};
+};
+
+/// A keyed permutation of `[0, n)`, `n <= 2^62`, that is uniform at every size: up to
+/// `table_limit` elements an exact Fisher-Yates shuffle (unbiased bounded draws from a pcg32
+/// stream of the key), built at the first lookup into a table of `4n` bytes (at most 256 KiB)
+/// that copies share; above it a `FeistelPermutation`, O(1) in time and memory per lookup.
+/// Construction is cheap either way (counting an epoch's batches never shuffles), and a lookup
+/// is safe from several threads: the table is built once, under `std::call_once`.
+class KeyedPermutation {
+ public:
+  /// Sizes up to this are shuffled into a table.
+  static constexpr std::uint64_t table_limit = std::uint64_t{1} << 16U;
+
+  /// A permutation of `[0, n)`, `1 <= n <= 2^62`, chosen by `key`.
+  KeyedPermutation(std::uint64_t n, std::uint64_t key)
+      : feistel_(n, key), table_(n > 1 && n <= table_limit ? std::make_shared<Table>(n, key) : nullptr) {}
+
+  /// The element at position `i` (`i < n`).
+  [[nodiscard]] std::uint64_t operator()(std::uint64_t i) const {
+    return table_ ? table_->at(i) : feistel_(i);
+  }
+
+  [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
+
+ private:
+  // Stream index of the Fisher-Yates draws, apart from the Feistel round keys (0..12).
+  static constexpr std::uint64_t table_stream = 0x7461626cU;
+
+  class Table {
+   public:
+    Table(std::uint64_t n, std::uint64_t key) noexcept : n_(n), key_(key) {}
+
+    [[nodiscard]] std::uint64_t at(std::uint64_t i) {
+      std::call_once(built_, [this] {
+        values_.resize(static_cast<std::size_t>(n_));
+        for (std::size_t v = 0; v < values_.size(); ++v) values_[v] = static_cast<std::uint32_t>(v);
+        Engine engine = make_engine(key_, table_stream);
+        partial_shuffle(engine, std::span<std::uint32_t>(values_), values_.size());
+      });
+      return values_[static_cast<std::size_t>(i)];
+    }
+
+   private:
+    std::uint64_t n_;
+    std::uint64_t key_;
+    std::once_flag built_;
+    std::vector<std::uint32_t> values_;
+  };
+
+  FeistelPermutation feistel_;
+  std::shared_ptr<Table> table_;
 };
 
 }  // namespace chunksampler::detail
