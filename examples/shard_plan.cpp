@@ -57,7 +57,8 @@ options:
   --chunk-size C       observations per contiguous chunk read       (default 64)
   --preload P          chunks per load request (preload_nchunks)    (default 32)
   --batch-size B       observations per batch; divides C * P        (default 256)
-  --mask START:STOP    sample only observations [START, STOP)       (default: all of [0, N))
+  --mask START:STOP    sample only observations [START, STOP)       (default: all of [0, N));
+                       START: alone is [START, N), annbatch's slice(START, None)
   --mode MODE          contiguous: each rank shuffles its own slice (annbatch);
                        global: one shuffled plan per epoch, dealt to the ranks in
                        blocks of batches                            (default contiguous)
@@ -146,8 +147,9 @@ Int parse_integer(std::string_view option, std::string_view text) {
 cs::Slice parse_mask(std::string_view text) {
   const std::size_t colon = text.find(':');
   if (colon == std::string_view::npos) bad_argument("--mask: {:?} is not START:STOP", text);
-  return {parse_integer<std::int64_t>("--mask START", text.substr(0, colon)),
-          parse_integer<std::int64_t>("--mask STOP", text.substr(colon + 1))};
+  const auto start = parse_integer<std::int64_t>("--mask START", text.substr(0, colon));
+  if (colon + 1 == text.size()) return cs::Slice::from(start);
+  return {start, parse_integer<std::int64_t>("--mask STOP", text.substr(colon + 1))};
 }
 
 std::string_view mode_name(cs::ShardMode mode) { return mode == cs::ShardMode::global ? "global" : "contiguous"; }
@@ -257,7 +259,7 @@ struct RankShare {
 class Contract {
  public:
   explicit Contract(const Options& o)
-      : o_(o), range_(o.mask.value_or(cs::Slice{0, o.n_obs})), size_(range_.size()), world_(o.world_size) {}
+      : o_(o), range_(o.mask ? o.mask->resolve(o.n_obs) : cs::Slice{0, o.n_obs}), size_(range_.size()), world_(o.world_size) {}
 
   [[nodiscard]] cs::Slice range() const noexcept { return range_; }
 

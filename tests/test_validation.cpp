@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cs = chunksampler;
 
@@ -180,22 +181,58 @@ TEST_CASE("n_obs: the mask must fit in n_obs", "[validation]") {
   REQUIRE(sequential.n_batches(100) == 23);
 }
 
-TEST_CASE("n_obs: replacement needs one whole chunk in range", "[validation]") {
+TEST_CASE("n_obs: with replacement, a range shorter than a chunk holds at most num_samples = the range",
+          "[validation]") {
+  // annbatch serves such a range as one short chunk at a uniform random start, and refuses more
+  // positions than the range holds.
   cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true});
-  REQUIRE_INVALID(sampler.validate(9), Contains("9 observations") && Contains("chunk_size 10"));
-  REQUIRE_INVALID(sampler.n_batches(9), Contains("9 observations"));
-  REQUIRE_INVALID(sampler.sample(9), Contains("9 observations"));
-  REQUIRE(sampler.epoch() == 0);
+  REQUIRE(sampler.n_batches(9) == 2);  // num_samples defaults to the range: 9 positions
+  cs::RandomSampler over({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true,
+                          .num_samples = 10});
+  REQUIRE_INVALID(over.validate(9), Contains("9 observations") && Contains("chunk_size 10") &&
+                                        Contains("num_samples (10) must be <= 9"));
+  REQUIRE_INVALID(over.n_batches(9), Contains("num_samples (10)"));
+  REQUIRE_INVALID(over.sample(9), Contains("num_samples (10)"));
+  REQUIRE(over.epoch() == 0);
 
   cs::RandomSampler masked({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .mask = cs::Slice{95, 100},
-                            .replacement = true});
-  REQUIRE_INVALID(masked.validate(1000), Contains("5 observations") && Contains("chunk_size 10"));
+                            .replacement = true, .num_samples = 6});
+  REQUIRE_INVALID(masked.validate(1000), Contains("5 observations") && Contains("chunk_size 10") &&
+                                             Contains("num_samples (6) must be <= 5"));
 
-  // exactly one chunk is enough; num_samples may exceed the range with replacement
+  // A whole chunk in the range: num_samples may exceed the range with replacement.
   REQUIRE(sampler.n_batches(10) == 2);
   cs::RandomSampler many({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true,
                           .num_samples = 500});
   REQUIRE(many.n_batches(10) == 100);
+}
+
+TEST_CASE("RandomSampler with replacement over a range shorter than a chunk: one short chunk, uniform start",
+          "[random_sampler]") {
+  // Range [100, 107) of 7 rows, chunk_size 10, num_samples 4: one chunk of 4 rows whose start is
+  // uniform over the 4 starts 100..103 that keep it inside the range.
+  std::vector<std::int64_t> starts(4, 0);
+  constexpr std::int64_t seeds = 4000;
+  for (std::int64_t seed = 0; seed < seeds; ++seed) {
+    cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 2, .mask = cs::Slice{100, 107},
+                               .seed = static_cast<std::uint64_t>(seed), .replacement = true, .num_samples = 4});
+    std::int64_t requests = 0;
+    for (const cs::LoadRequest& request : sampler.sample(200)) {
+      ++requests;
+      REQUIRE(request.chunks.size() == 1);
+      const cs::Slice c = request.chunks[0];
+      REQUIRE(c.size() == 4);
+      REQUIRE((c.start >= 100 && c.stop <= 107));
+      ++starts[static_cast<std::size_t>(c.start - 100)];
+      REQUIRE(request.splits.size() == 2);
+    }
+    REQUIRE(requests == 1);
+  }
+  // Chi-square with 3 degrees of freedom against 1,000 each: its 0.999 quantile is 16.3.
+  double chi = 0;
+  for (const std::int64_t count : starts) chi += static_cast<double>((count - 1000) * (count - 1000)) / 1000.0;
+  INFO("starts 100..103: " << starts[0] << " " << starts[1] << " " << starts[2] << " " << starts[3]);
+  CHECK(chi < 16.3);
 }
 
 TEST_CASE("n_obs: without replacement num_samples must fit in the range", "[validation]") {

@@ -77,9 +77,12 @@ class ClassSampler : public detail::PlannedSampler<ClassSampler, detail::ClassPl
       : PlannedSampler(options.seed), options_(options) {
     check_options();
     scan(codes);
-    if (options_.mask && options_.mask->stop > n_obs_)
+    if (options_.mask && !options_.mask->open_ended() && options_.mask->stop > n_obs_)
       detail::throw_invalid("{}: mask.stop ({}) must be <= n_obs, the number of codes ({})", name,
                             options_.mask->stop, n_obs_);
+    if (options_.mask && options_.mask->open_ended() && options_.mask->start >= n_obs_)
+      detail::throw_invalid("{}: the open-ended mask's start ({}) must be < n_obs, the number of codes ({})", name,
+                            options_.mask->start, n_obs_);
     (void)windows_in(resolved_mask(n_obs_));
   }
 
@@ -241,7 +244,9 @@ class ClassSampler : public detail::PlannedSampler<ClassSampler, detail::ClassPl
     table_ = std::move(table);
   }
 
-  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept { return options_.mask.value_or(Slice{0, n_obs}); }
+  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept {
+    return options_.mask ? options_.mask->resolve(n_obs) : Slice{0, n_obs};
+  }
 
   // The classes `range` holds; throws when none holds a whole chunk there.
   [[nodiscard]] std::vector<detail::ClassWindow> windows_in(Slice range) const {

@@ -330,7 +330,8 @@ class DistributedSampler {
   // The wrapped sampler's part: this rank's shard (contiguous) or the window all ranks read (global).
   [[nodiscard]] Shard part(std::int64_t n_obs, std::uint64_t epoch, std::int64_t plan_world_size) const {
     const std::int64_t epoch_size = sampler_.epoch_size(n_obs);
-    const Slice range = sampler_.mask().value_or(Slice{0, n_obs});
+    const std::optional<Slice> mask = sampler_.mask();
+    const Slice range = mask ? mask->resolve(n_obs) : Slice{0, n_obs};
     const std::int64_t size = range.size();
     // No fixed budget: the epoch reads the range once, so the window follows the remainder
     // policy. A sampler that draws with replacement keeps the whole range, whatever its budget.

@@ -33,6 +33,10 @@ inline void check_request_shape(std::string_view name, std::int64_t chunk_size, 
 inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
   if (!mask) return;
   if (mask->start < 0) throw_invalid("{}: mask.start ({}) must be >= 0", name, mask->start);
+  if (mask->open_ended()) {  // Slice::from(start): [start, n_obs), checked against each n_obs
+    if (mask->start >= max_size) throw_invalid("{}: mask.start ({}) must be < 2^62", name, mask->start);
+    return;
+  }
   if (mask->start >= mask->stop)
     throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, mask->start, mask->stop);
   if (mask->stop > max_size) throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, mask->stop);

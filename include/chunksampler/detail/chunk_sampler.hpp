@@ -81,9 +81,17 @@ class ChunkSamplerBase : public PlannedSampler<Derived, ChunkPlan> {
     if (range.empty())
       throw_invalid("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})",
                     Derived::name, range.start, range.stop, n_obs);
-    if (config_.replacement && range.size() < config_.chunk_size)
-      throw_invalid("{}: with replacement the sampled range ({} observations) must hold one chunk (chunk_size {})",
-                    Derived::name, range.size(), config_.chunk_size);
+    // A range shorter than a chunk is served as annbatch serves it: one short chunk at a uniform
+    // random start, which holds at most the range.
+    if (config_.replacement && range.size() < config_.chunk_size) {
+      const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
+      if (budget > range.size())
+        throw_invalid(
+            "{}: with replacement a sampled range shorter than a chunk ({} observations, chunk_size {}) is read as "
+            "one short chunk, so the epoch's {} ({}) must be <= {}",
+            Derived::name, range.size(), config_.chunk_size, config_.budget ? "share" : "num_samples", budget,
+            range.size());
+    }
     // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
     if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > range.size())
       throw_invalid("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
@@ -131,7 +139,9 @@ class ChunkSamplerBase : public PlannedSampler<Derived, ChunkPlan> {
     if (config_.num_samples) check_num_samples(Derived::name, *config_.num_samples);
   }
 
-  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept { return config_.mask.value_or(Slice{0, n_obs}); }
+  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept {
+    return config_.mask ? config_.mask->resolve(n_obs) : Slice{0, n_obs};
+  }
 
   [[nodiscard]] ChunkLayout layout(std::int64_t n_obs) const noexcept {
     const Slice range = resolved_mask(n_obs);
