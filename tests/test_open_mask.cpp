@@ -23,7 +23,7 @@ using Catch::Matchers::Contains;
 
 }  // namespace
 
-TEST_CASE("Slice::from(start): [start, n_obs) for any n_obs", "[open_mask]") {
+TEST_CASE("Slice::from(start) ends at n_obs, whatever n_obs is", "[open_mask]") {
   constexpr cs::Slice open = cs::Slice::from(30);
   STATIC_REQUIRE(open.open_ended());
   STATIC_REQUIRE(open.resolve(100) == cs::Slice{30, 100});
@@ -31,7 +31,7 @@ TEST_CASE("Slice::from(start): [start, n_obs) for any n_obs", "[open_mask]") {
   STATIC_REQUIRE(cs::Slice{30, 100}.resolve(500) == cs::Slice{30, 100});
 }
 
-TEST_CASE("an open-ended mask reads what the closed mask [start, n_obs) reads, at every n_obs", "[open_mask]") {
+TEST_CASE("an open-ended mask reads what the closed mask up to n_obs reads, at every n_obs", "[open_mask]") {
   for (const std::int64_t n_obs : {31, 100, 257, 1'000}) {
     CAPTURE(n_obs);
     const cs::RandomOptions base{.chunk_size = 8, .preload_nchunks = 2, .batch_size = 4, .seed = 5};
@@ -58,7 +58,7 @@ TEST_CASE("an open-ended mask reads what the closed mask [start, n_obs) reads, a
   }
 }
 
-TEST_CASE("an open-ended mask under DistributedSampler: shards inside [start, n_obs) in both modes", "[open_mask]") {
+TEST_CASE("an open-ended mask under DistributedSampler: shards inside it, in both modes", "[open_mask]") {
   const cs::RandomSampler base({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .mask = cs::Slice::from(100)});
   for (const cs::ShardMode mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
     for (const std::int64_t n_obs : {197, 500}) {
