@@ -107,8 +107,12 @@ TEST_CASE("construction: mask", "[validation]") {
         cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 0}}),
         Contains("mask.start (0)") && Contains("mask.stop (0)"));
     REQUIRE_INVALID(cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
+                                           .mask = cs::Slice{max_size, INT64_MAX - 1}}),
+                    Contains("mask.stop (9223372036854775806)"));
+    // A stop of INT64_MAX is Slice::to_end, the open-ended mask [2^62, n_obs): its start is refused.
+    REQUIRE_INVALID(cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
                                            .mask = cs::Slice{max_size, INT64_MAX}}),
-                    Contains("mask.stop (9223372036854775807)"));
+                    Contains("mask.start (4611686018427387904) must be < 2^62"));
   }
   SECTION("edges that are allowed") {
     REQUIRE_NOTHROW(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 1}}));
