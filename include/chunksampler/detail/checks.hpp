@@ -29,17 +29,19 @@ inline void check_request_shape(std::string_view name, std::int64_t chunk_size, 
     throw_invalid("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, batch_size, request);
 }
 
-/// A mask, when given, is a non-empty range inside `[0, 2^62]`.
-inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
-  if (!mask) return;
-  if (mask->start < 0) throw_invalid("{}: mask.start ({}) must be >= 0", name, mask->start);
-  if (mask->open_ended()) {  // Slice::from(start): [start, n_obs), checked against each n_obs
-    if (mask->start >= max_size) throw_invalid("{}: mask.start ({}) must be < 2^62", name, mask->start);
+/// A mask is a non-empty range inside `[0, 2^62]`, or `Slice::from(start)` with `start < 2^62`
+/// (`[start, n_obs)`, checked against each `n_obs`).
+inline void check_mask(std::string_view name, Slice mask) {
+  if (mask.start < 0) throw_invalid("{}: mask.start ({}) must be >= 0", name, mask.start);
+  if (mask.open_ended()) {
+    if (mask.start >= max_size) throw_invalid("{}: mask.start ({}) must be < 2^62", name, mask.start);
     return;
   }
-  if (mask->start >= mask->stop)
-    throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, mask->start, mask->stop);
-  if (mask->stop > max_size) throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, mask->stop);
+  if (mask.start >= mask.stop) throw_invalid("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
+  if (mask.stop > max_size) throw_invalid("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
+}
+inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
+  if (mask) check_mask(name, *mask);
 }
 
 /// `num_samples`, when given, is in `[1, 2^62]`.
