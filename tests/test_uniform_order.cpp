@@ -300,8 +300,9 @@ TEST_CASE("uniform order: sampled positions at large sizes, over seeds", "[unifo
     double chi = 0;
     for (std::size_t p = 0; p < probes; ++p)
       for (std::size_t b = 0; b < probes; ++b) {
-        const std::int64_t lo = (static_cast<std::int64_t>(b) * n + static_cast<std::int64_t>(probes) - 1) / 16;
-        const std::int64_t hi = (static_cast<std::int64_t>(b + 1) * n + static_cast<std::int64_t>(probes) - 1) / 16;
+        const auto bins_n = static_cast<std::int64_t>(probes);  // chunk c is in bin floor(c * 16 / n)
+        const std::int64_t lo = (static_cast<std::int64_t>(b) * n + bins_n - 1) / bins_n;
+        const std::int64_t hi = (static_cast<std::int64_t>(b + 1) * n + bins_n - 1) / bins_n;
         const double expected = static_cast<double>(seeds) * static_cast<double>(hi - lo) / static_cast<double>(n);
         const double o = static_cast<double>(bins[p * probes + b]);
         chi += (o - expected) * (o - expected) / expected;

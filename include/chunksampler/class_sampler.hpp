@@ -77,13 +77,14 @@ class ClassSampler : public detail::PlannedSampler<ClassSampler, detail::ClassPl
       : PlannedSampler(options.seed), options_(options) {
     check_options();
     scan(codes);
-    if (options_.mask && !options_.mask->open_ended() && options_.mask->stop > n_obs_)
-      detail::throw_invalid("{}: mask.stop ({}) must be <= n_obs, the number of codes ({})", name,
-                            options_.mask->stop, n_obs_);
-    if (options_.mask && options_.mask->open_ended() && options_.mask->start >= n_obs_)
-      detail::throw_invalid("{}: the open-ended mask's start ({}) must be < n_obs, the number of codes ({})", name,
-                            options_.mask->start, n_obs_);
-    (void)windows_in(resolved_mask(n_obs_));
+    // The mask over the codes' n_obs (an open-ended one ends there, and is empty from it on).
+    const Slice range = resolved_mask(n_obs_);
+    if (range.stop > n_obs_)
+      detail::throw_invalid("{}: mask.stop ({}) must be <= n_obs, the number of codes ({})", name, range.stop, n_obs_);
+    if (range.empty())
+      detail::throw_invalid("{}: the sampled range [{}, {}) is empty; mask.start must be < n_obs, the number of codes",
+                            name, range.start, range.stop);
+    (void)windows_in(range);
   }
 
   /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
