@@ -7,12 +7,15 @@
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
+#include <chunksampler/epoch.hpp>
+#include <chunksampler/errors.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>

@@ -48,7 +48,7 @@ inline constexpr LauncherVariables launcher_variables[] = {
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc{} || end != text.data() + text.size() || text.empty())
-    throw_invalid("dist::from_env: {}={:?} is not an integer", variable, std::string(text));
+    throw_config("dist::from_env: {}={:?} is not an integer", variable, std::string(text));
   return value;
 }
 
@@ -60,10 +60,10 @@ template <class Lookup>
     const char* rank = lookup(std::string(vars.rank).c_str());
     if (rank == nullptr) continue;
     const char* world_size = lookup(std::string(vars.world_size).c_str());
-    if (world_size == nullptr) throw_runtime("dist::from_env: {} is set but {} is not", vars.rank, vars.world_size);
+    if (world_size == nullptr) throw_environment("dist::from_env: {} is set but {} is not", vars.rank, vars.world_size);
     return {parse_env_integer(vars.rank, rank), parse_env_integer(vars.world_size, world_size)};
   }
-  throw_runtime(
+  throw_environment(
       "dist::from_env: no launcher variables found; looked for RANK/WORLD_SIZE, "
       "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE and SLURM_PROCID/SLURM_NTASKS");
 }

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+// DistributedSampler's members are all declared here; they mirror those of `SamplerBase`
+// (<chunksampler/sampler_base.hpp>) for this rank's share.
+
 #include <chunksampler/detail/arith.hpp>
-#include <chunksampler/detail/chunk_sampler.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/random.hpp>
-#include <chunksampler/detail/stream.hpp>
+#include <chunksampler/detail/batch_runs.hpp>
+#include <chunksampler/detail/epoch_cursor.hpp>
+#include <chunksampler/epoch.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/rng.hpp>
@@ -87,12 +91,15 @@ struct DistributedOptions {
 template <DistributableSampler S>
 class DistributedSampler {
  public:
+  /// The wrapped sampler's type.
+  using sampler_type = S;
+  /// The plan of one epoch of the wrapped sampler.
   using plan_type = decltype(std::declval<const S&>().plan(std::int64_t{}, std::uint64_t{}));
   /// The range `sample()` returns.
-  using range_type = detail::StreamRange<plan_type>;
+  using range_type = Epoch<plan_type>;
 
-  /// Wraps a copy of `sampler`; calls `dist_info` exactly once, here. Throws
-  /// `std::invalid_argument` unless `world_size >= 1` and `0 <= rank < world_size`.
+  /// Wraps a copy of `sampler`; calls `dist_info` exactly once, here. Throws `ConfigError`
+  /// unless `world_size >= 1` and `0 <= rank < world_size`.
   template <DistInfoSource F>
   DistributedSampler(const S& sampler, F&& dist_info, DistributedOptions options = {})
       : DistributedSampler(sampler, static_cast<DistInfo>(std::forward<F>(dist_info)()), options) {}
@@ -101,9 +108,9 @@ class DistributedSampler {
   DistributedSampler(const S& sampler, DistInfo info, DistributedOptions options = {})
       : sampler_(sampler), info_(info), options_(options) {
     if (info_.world_size < 1 || info_.world_size > detail::max_size)
-      detail::throw_invalid("DistributedSampler: world_size ({}) must be in [1, 2^62]", info_.world_size);
+      detail::throw_config("DistributedSampler: world_size ({}) must be in [1, 2^62]", info_.world_size);
     if (info_.rank < 0 || info_.rank >= info_.world_size)
-      detail::throw_invalid("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
+      detail::throw_config("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
                             info_.world_size);
     cursor_.set(sampler_.epoch());
   }
@@ -114,16 +121,41 @@ class DistributedSampler {
   [[nodiscard]] std::int64_t world_size() const noexcept { return info_.world_size; }
   /// The options given at construction.
   [[nodiscard]] const DistributedOptions& options() const noexcept { return options_; }
-  /// The wrapped copy (its mask is the whole job's range, not this rank's shard).
+  /// The wrapped copy, read-only (its mask is the whole job's range, not this rank's shard; its
+  /// epoch is not this sampler's). To change its weights, call `update_weights` here.
   [[nodiscard]] const S& sampler() const noexcept { return sampler_; }
-  /// The wrapped copy, to change its settings (say, `MixtureSampler::update_weights`) on every
-  /// rank alike: they shape the epochs of later `sample()` calls. A state restored before the
-  /// change is checked again by the next `sample()`, which refuses it if the configuration it
-  /// was taken under is gone.
+  /// Changes the wrapped sampler's weights (as `MixtureSampler::update_weights`, keeping its
+  /// temperature), where it has them; call it on every rank alike, between epochs. They shape
+  /// the epochs of later `sample()` calls; a state restored before the change is checked again
+  /// by the next `sample()`, which refuses it if the configuration it was taken under is gone.
   ///
-  ///     dist.sampler().update_weights({0.2, 0.8});   // every rank, between epochs
-  [[nodiscard]] S& sampler() noexcept { return sampler_; }
-  [[nodiscard]] auto batch_size() const noexcept { return sampler_.batch_size(); }
+  ///     dist.update_weights({0.2, 0.8});   // every rank, between epochs
+  void update_weights(std::vector<double> weights)
+    requires requires(S& s) { s.update_weights(std::move(weights)); }
+  {
+    sampler_.update_weights(std::move(weights));
+  }
+  /// Changes the wrapped sampler's weights and temperature, as above.
+  void update_weights(std::vector<double> weights, double temperature)
+    requires requires(S& s) { s.update_weights(std::move(weights), temperature); }
+  {
+    sampler_.update_weights(std::move(weights), temperature);
+  }
+  /// The wrapped sampler's batch size: positions per batch, the last of an epoch possibly fewer.
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return sampler_.batch_size(); }
+  /// The wrapped sampler's chunk size, where it has one.
+  [[nodiscard]] std::int64_t chunk_size() const noexcept
+    requires requires(const S& s) { { s.chunk_size() } -> std::convertible_to<std::int64_t>; }
+  {
+    return sampler_.chunk_size();
+  }
+  /// The wrapped sampler's chunks per request, where it has them.
+  [[nodiscard]] std::int64_t preload_nchunks() const noexcept
+    requires requires(const S& s) { { s.preload_nchunks() } -> std::convertible_to<std::int64_t>; }
+  {
+    return sampler_.preload_nchunks();
+  }
+  /// Whether the wrapped sampler's order is random.
   [[nodiscard]] bool shuffle() const noexcept { return sampler_.shuffle(); }
   /// The wrapped sampler's mask: the range all ranks together cover.
   [[nodiscard]] std::optional<Slice> mask() const { return sampler_.mask(); }
@@ -157,10 +189,10 @@ class DistributedSampler {
   /// were reading, whatever this job's world size.
   [[nodiscard]] Slice shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
   [[nodiscard]] Slice shard(std::int64_t n_obs, std::uint64_t epoch) const {
-    return part(n_obs, epoch, plan_world_size(epoch)).mask;
+    return wrapped_shard(n_obs, epoch, plan_world_size(epoch)).mask;
   }
 
-  /// Throws `std::invalid_argument` if this rank's epoch over `n_obs` cannot be served.
+  /// Throws `ConfigError` if this rank's epoch over `n_obs` cannot be served.
   void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), std::nullopt, false); }
 
   /// Batches this rank (or its worker) yields in a whole epoch, counted from the epoch's start;
@@ -171,10 +203,6 @@ class DistributedSampler {
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
     const Prepared p = prepare(n_obs, worker);
     return p.dealt_at + p.range.share_batches();
-  }
-  /// Synonym of `n_batches`.
-  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return n_batches(n_obs, worker);
   }
   /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
   /// `batches_done`. Throws where `sample()` would.
@@ -188,7 +216,7 @@ class DistributedSampler {
     Prepared p = prepare(n_obs, worker);
     cursor_.start(worker, n_obs);
     active_plan_world_size_ = p.plan_world_size;
-    active_base_ = std::move(p.base);
+    active_dealt_ = std::move(p.dealt);
     active_dealt_at_ = p.dealt_at;
     return std::move(p.range);
   }
@@ -198,37 +226,36 @@ class DistributedSampler {
   /// any rank's state restores all of them, in global mode on any number of ranks.
   [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
     detail::check_state_point("DistributedSampler", cursor_.n_obs(), batches_done);
-    SamplerState result{.fingerprint = fingerprint(),
-                        .seed = seed(),
-                        .epoch = cursor_.current(),
-                        .n_obs = cursor_.n_obs(),
-                        .batches_done = batches_done,
-                        .world_size = info_.world_size,
-                        .plan_world_size = info_.world_size,
-                        .num_workers = cursor_.worker().num_workers,
-                        .worker = cursor_.worker().id,
-                        .runs = std::nullopt,
-                        .dealt_at = 0};
+    detail::StateFields result{.fingerprint = fingerprint(),
+                               .seed = seed(),
+                               .epoch = cursor_.current(),
+                               .n_obs = cursor_.n_obs(),
+                               .batches_done = batches_done,
+                               .world_size = info_.world_size,
+                               .plan_world_size = info_.world_size,
+                               .num_workers = cursor_.worker().num_workers,
+                               .worker = cursor_.worker().id,
+                               .runs = std::nullopt,
+                               .dealt_at = 0};
     if (options_.mode == ShardMode::global && cursor_.pending()) {
       // Restored, not yet played: the next sample() plays the restored deal (an elastic restore
       // re-deals it then), so a checkpoint taken now must name that deal, not a fresh one.
-      const SamplerState& pending = *cursor_.pending();
+      const detail::StateFields& pending = detail::StateAccess::fields(*cursor_.pending());
       result.world_size = pending.world_size;
       result.plan_world_size = pending.plan_world_size;
       result.runs = pending.runs;
       result.dealt_at = pending.dealt_at;
     } else if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
       result.plan_world_size = active_plan_world_size_;
-      result.runs = active_base_;
+      result.runs = active_dealt_;
       result.dealt_at = active_dealt_at_;
       if (batches_done < active_dealt_at_)
-        detail::throw_invalid(
+        detail::throw_config(
             "DistributedSampler: state: batches_done ({}) counts from the epoch's start and cannot be below the {} "
             "batches read before the restart",
             batches_done, active_dealt_at_);
     }
-    result.check();
-    return result;
+    return detail::StateAccess::make(result);
   }
 
   /// Makes the next `sample()` continue exactly after `state`, which must be of this
@@ -239,20 +266,20 @@ class DistributedSampler {
   /// (drop leaves out fewer than `world_size` of them, pad repeats as many), and a rank's
   /// workers split its part.
   void restore(const SamplerState& state) {
-    state.check();
-    if (options_.mode == ShardMode::contiguous && state.world_size != info_.world_size)
-      detail::throw_invalid(
+    const detail::StateFields& f = detail::StateAccess::fields(state);
+    if (options_.mode == ShardMode::contiguous && f.world_size != info_.world_size)
+      detail::throw_state_mismatch(
           "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
           "change world size (use ShardMode::global for elastic restarts)",
-          state.world_size, info_.world_size);
+          f.world_size, info_.world_size);
     detail::check_state_of("DistributedSampler", state, fingerprint(), seed());
-    if (options_.mode == ShardMode::contiguous && (state.plan_world_size != state.world_size || state.runs))
-      detail::throw_invalid("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
-    if (state.world_size != info_.world_size && state.num_workers != 1)
-      detail::throw_invalid(
+    if (options_.mode == ShardMode::contiguous && (f.plan_world_size != f.world_size || f.runs))
+      detail::throw_state_mismatch("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
+    if (f.world_size != info_.world_size && f.num_workers != 1)
+      detail::throw_state_mismatch(
           "DistributedSampler: restore: an elastic restart (world_size {} to {}) needs a state taken without "
           "workers (this one is of worker {} of {})",
-          state.world_size, info_.world_size, state.worker, state.num_workers);
+          f.world_size, info_.world_size, f.worker, f.num_workers);
     cursor_.restore(state);
   }
 
@@ -260,18 +287,19 @@ class DistributedSampler {
   // In global mode every rank reads one plan, on the stream no rank number can name.
   static constexpr std::uint64_t global_stream = ~std::uint64_t{0};
 
-  struct Layout {
+  // An epoch as this rank reads it.
+  struct RankLayout {
     plan_type plan;
-    std::vector<BatchRun> runs;                // this rank's batches of the plan
-    std::optional<std::vector<BatchRun>> base;  // global mode: the batches the ranks were dealt (nullopt: all)
-    std::int64_t dealt_at;                     // batches of the epoch each rank had read when they were dealt
-    std::int64_t plan_world_size;
+    std::vector<BatchRun> runs;                  // this rank's batches of the plan
+    std::optional<std::vector<BatchRun>> dealt;  // global mode: the batches the ranks were dealt (nullopt: all)
+    std::int64_t dealt_at;                       // batches of the epoch each rank had read when they were dealt
+    std::int64_t plan_world_size;                // the ranks the plan was laid out for
   };
 
   // What the next sample() plays: this rank's stream and the deal a state taken in it names.
   struct Prepared {
     range_type range;
-    std::optional<std::vector<BatchRun>> base;
+    std::optional<std::vector<BatchRun>> dealt;
     std::int64_t dealt_at;
     std::int64_t plan_world_size;
   };
@@ -280,9 +308,10 @@ class DistributedSampler {
   // the cursor: sample(), n_batches() and n_batches_left() agree by construction.
   [[nodiscard]] Prepared prepare(std::int64_t n_obs, const WorkerInfo& worker) const {
     detail::check_worker(worker);
-    const std::optional<SamplerState>& resume = cursor_.pending();
-    // The wrapped sampler may have changed since restore(), through sampler().
-    if (resume) detail::check_state_of("DistributedSampler", *resume, fingerprint(), seed());
+    const std::optional<SamplerState>& pending = cursor_.pending();
+    // The wrapped sampler's weights may have changed since restore(), through update_weights().
+    if (pending) detail::check_state_of("DistributedSampler", *pending, fingerprint(), seed());
+    const detail::StateFields* resume = pending ? &detail::StateAccess::fields(*pending) : nullptr;
     // Global mode re-deals what the state's ranks left unread when the world size changed, and
     // when a state taken without workers is read by several: the re-dealt rest of the epoch is a
     // new stream, which this rank's workers split. Otherwise the state's own stream continues,
@@ -295,18 +324,19 @@ class DistributedSampler {
     const std::int64_t point = cursor_.resume_point(redeal ? WorkerInfo{} : worker, n_obs);
     // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
     const std::int64_t skip = redeal ? 0 : point - (resume ? resume->dealt_at : 0);
-    Layout l = layout(n_obs, cursor_.next(), resume, redeal);
-    range_type range(std::move(l.plan), std::move(l.runs), {worker.id, worker.num_workers}, skip);
+    RankLayout l = layout(n_obs, cursor_.next(), resume, redeal);
+    range_type range(std::move(l.plan), std::move(l.runs), worker, skip);
     detail::check_skip(skip, range.share_batches());
-    return {.range = std::move(range), .base = std::move(l.base), .dealt_at = l.dealt_at,
+    return {.range = std::move(range), .dealt = std::move(l.dealt), .dealt_at = l.dealt_at,
             .plan_world_size = l.plan_world_size};
   }
 
   // The world size epoch `epoch`'s plan is laid out for: a pending global-mode restore's.
   [[nodiscard]] std::int64_t plan_world_size(std::uint64_t epoch) const noexcept {
     const std::optional<SamplerState>& pending = cursor_.pending();
-    return pending && options_.mode == ShardMode::global && pending->epoch == epoch ? pending->plan_world_size
-                                                                                     : info_.world_size;
+    return pending && options_.mode == ShardMode::global && pending->epoch() == epoch
+               ? detail::StateAccess::fields(*pending).plan_world_size
+               : info_.world_size;
   }
 
   [[nodiscard]] std::uint64_t stream() const noexcept {
@@ -316,19 +346,22 @@ class DistributedSampler {
     if constexpr (requires(const S& s) { s.rng().seed(); }) return sampler_.rng().seed();
     else return 0;
   }
-  [[nodiscard]] std::int64_t unit(std::int64_t ranks) const {
+  // What every rank's share is a multiple of when `ranks` ranks split an epoch: a whole batch
+  // each with enforce_equal_batches, else one observation each.
+  [[nodiscard]] std::int64_t share_multiple(std::int64_t ranks) const {
     if (!options_.enforce_equal_batches) return ranks;
     // Past 2^62 no epoch holds a whole batch per rank, and the product would overflow.
     if (!detail::product_fits(ranks, sampler_.batch_size()))
-      detail::throw_invalid(
+      detail::throw_config(
           "DistributedSampler: world_size ({}) * batch_size ({}) must be <= 2^62: with enforce_equal_batches every "
           "rank needs one whole batch",
           ranks, sampler_.batch_size());
     return ranks * sampler_.batch_size();
   }
 
-  // The wrapped sampler's part: this rank's shard (contiguous) or the window all ranks read (global).
-  [[nodiscard]] Shard part(std::int64_t n_obs, std::uint64_t epoch, std::int64_t plan_world_size) const {
+  // The shard the wrapped sampler is restricted to: this rank's (contiguous) or the window all
+  // ranks read (global).
+  [[nodiscard]] Shard wrapped_shard(std::int64_t n_obs, std::uint64_t epoch, std::int64_t plan_world_size) const {
     const std::int64_t epoch_size = sampler_.epoch_size(n_obs);
     const std::optional<Slice> mask = sampler_.mask();
     const Slice range = mask ? mask->resolve(n_obs) : Slice{0, n_obs};
@@ -339,7 +372,7 @@ class DistributedSampler {
     const std::int64_t world = plan_world_size;
     const bool odd = epoch % 2 == 1;
     const auto too_small = [&](std::int64_t have) {
-      detail::throw_invalid(
+      detail::throw_config(
           "DistributedSampler: {} over world_size ({}) leave {} per rank (batch_size {}, "
           "enforce_equal_batches {}); every rank needs at least {}",
           have == size ? fmt::format("{} observations", have) : fmt::format("num_samples ({})", have), world,
@@ -347,14 +380,14 @@ class DistributedSampler {
           options_.enforce_equal_batches ? "one whole batch" : "one observation");
     };
     if (options_.mode == ShardMode::global) {
-      const std::int64_t u = unit(world);
+      const std::int64_t u = share_multiple(world);
       if (!options_.enforce_equal_batches) {
         if (epoch_size < world) too_small(epoch_size);
         return {.mask = range, .stream = global_stream, .budget = epoch_size};
       }
       if (options_.remainder == Remainder::pad) {
         if (!detail::product_fits(detail::ceil_div(epoch_size, u), u))
-          detail::throw_invalid("DistributedSampler: padding {} observations to a multiple of {} exceeds 2^62",
+          detail::throw_config("DistributedSampler: padding {} observations to a multiple of {} exceeds 2^62",
                                 epoch_size, u);
         return {.mask = range, .stream = global_stream, .budget = detail::ceil_div(epoch_size, u) * u};
       }
@@ -365,22 +398,22 @@ class DistributedSampler {
       return {.mask = {range.start + offset, range.start + offset + kept}, .stream = global_stream, .budget = kept};
     }
     const std::int64_t r = info_.rank;
-    const std::int64_t u = unit(1);
+    const std::int64_t u = share_multiple(1);
     if (options_.remainder == Remainder::pad) {
-      const std::int64_t base = size / world;
+      const std::int64_t rows = size / world;
       const std::int64_t extra = size % world;
-      if (base < 1) too_small(size);
+      if (rows < 1) too_small(size);
       // A rank's rows rounded up to whole batches may pass 2^62 (2^62 rows on one rank): refused
       // here, so that shard() refuses what sample() does, with a message about the padding.
-      const std::int64_t rows = detail::ceil_div(epoch_size, world);
-      if (!detail::product_fits(detail::ceil_div(rows, u), u))
-        detail::throw_invalid(
+      const std::int64_t positions = detail::ceil_div(epoch_size, world);
+      if (!detail::product_fits(detail::ceil_div(positions, u), u))
+        detail::throw_config(
             "DistributedSampler: padding {} observations per rank to whole batches of batch_size ({}) exceeds 2^62",
-            rows, u);
-      const std::int64_t start = range.start + r * base + std::min(r, extra);
-      return {.mask = {start, start + base + (r < extra ? 1 : 0)},
+            positions, u);
+      const std::int64_t start = range.start + r * rows + std::min(r, extra);
+      return {.mask = {start, start + rows + (r < extra ? 1 : 0)},
               .stream = static_cast<std::uint64_t>(r),
-              .budget = detail::ceil_div(rows, u) * u};
+              .budget = detail::ceil_div(positions, u) * u};
     }
     const std::int64_t per_rank = detail::round_down(size / world, u);
     if (per_rank < 1) too_small(size);
@@ -393,12 +426,12 @@ class DistributedSampler {
 
   // Rank r's block of `total` batches dealt among `world` ranks, as positions of their
   // concatenation; with pad the block may run past `total` and wraps around.
-  [[nodiscard]] BatchRun block(std::int64_t total, std::int64_t world, std::int64_t r) const noexcept {
+  [[nodiscard]] BatchRun rank_block(std::int64_t total, std::int64_t world, std::int64_t r) const noexcept {
     if (!options_.enforce_equal_batches) {
-      const std::int64_t base = total / world;
+      const std::int64_t each = total / world;
       const std::int64_t extra = total % world;
-      const std::int64_t start = r * base + std::min(r, extra);
-      return {start, start + base + (r < extra ? 1 : 0)};
+      const std::int64_t start = r * each + std::min(r, extra);
+      return {start, start + each + (r < extra ? 1 : 0)};
     }
     const std::int64_t each =
         options_.remainder == Remainder::pad ? detail::ceil_div(total, world) : total / world;
@@ -407,61 +440,61 @@ class DistributedSampler {
 
   // The plan of `epoch` and this rank's runs of it; `resume` may change both: `redeal` deals what
   // its ranks left unread among this job's (an elastic restart, or workers after a state of none).
-  [[nodiscard]] Layout layout(std::int64_t n_obs, std::uint64_t epoch, const std::optional<SamplerState>& resume,
-                              bool redeal) const {
+  [[nodiscard]] RankLayout layout(std::int64_t n_obs, std::uint64_t epoch, const detail::StateFields* resume,
+                                  bool redeal) const {
     const std::int64_t plan_world_size =
         resume && options_.mode == ShardMode::global ? resume->plan_world_size : info_.world_size;
-    const Shard my_part = part(n_obs, epoch, plan_world_size);
-    plan_type plan = sampler_.with_shard(my_part).plan(n_obs, epoch);
+    plan_type plan = sampler_.with_shard(wrapped_shard(n_obs, epoch, plan_world_size)).plan(n_obs, epoch);
     const std::int64_t n = plan.n_batches();
     if (options_.mode == ShardMode::contiguous)
-      return {.plan = std::move(plan), .runs = {{0, n}}, .base = std::nullopt, .dealt_at = 0,
+      return {.plan = std::move(plan), .runs = {{0, n}}, .dealt = std::nullopt, .dealt_at = 0,
               .plan_world_size = plan_world_size};
 
     const bool dealt = resume && resume->runs;
-    std::vector<BatchRun> base = dealt ? *resume->runs : std::vector<BatchRun>{{0, n}};
+    // The batches the ranks share out: the whole plan, or those a state's ranks were dealt.
+    std::vector<BatchRun> pool = dealt ? *resume->runs : std::vector<BatchRun>{{0, n}};
     std::int64_t dealt_at = dealt ? resume->dealt_at : 0;
-    if (!base.empty() && base.back().end > n)
-      detail::throw_invalid("DistributedSampler: restore: the state's runs end at batch {}, the epoch has {}",
-                            base.back().end, n);
+    if (!pool.empty() && pool.back().end > n)
+      detail::throw_state_mismatch("DistributedSampler: restore: the state's runs end at batch {}, the epoch has {}",
+                                   pool.back().end, n);
     if (redeal) {
       // The old ranks' unread batches, in their order, are the new ranks' epoch.
-      const std::int64_t total = detail::total_batches(base);
+      const std::int64_t total = detail::total_batches(pool);
       const std::int64_t read = resume->batches_done - dealt_at;
       // Rank 0's block is the largest: a point past it lies past every old rank's end, refused as
       // on the same world size, where the stream's length refuses it.
-      const std::int64_t longest = block(total, resume->world_size, 0).size();
+      const std::int64_t longest = rank_block(total, resume->world_size, 0).size();
       if (read > longest)
-        detail::throw_invalid(
-            "restore: the state's batches ({}) exceed the {} batches of its stream for this n_obs (its {} ranks had "
+        detail::throw_state_mismatch(
+            "restore: the state's batches_done ({}) exceed the {} batches of its stream for this n_obs (its {} ranks had "
             "at most {} each after batch {})",
             resume->batches_done, dealt_at + longest, resume->world_size, longest, dealt_at);
       std::vector<BatchRun> left;
       // Blocks start in rank order, so ranks from `total` on were dealt nothing: a state of
       // any world size (2^62 in a corrupt file) costs at most one step per batch.
       for (std::int64_t r = 0; r < std::min(resume->world_size, total); ++r) {
-        const BatchRun b = block(total, resume->world_size, r);
+        const BatchRun b = rank_block(total, resume->world_size, r);
         const std::int64_t from = b.begin + std::min(read, b.size());
         const std::int64_t to = std::min(b.end, total);
-        if (from < to) detail::cut_runs(base, from, to, left);
+        if (from < to) detail::cut_runs(pool, from, to, left);
       }
-      base = std::move(left);
+      pool = std::move(left);
       dealt_at = resume->batches_done;
     }
     std::vector<BatchRun> runs;
-    const std::int64_t total = detail::total_batches(base);
+    const std::int64_t total = detail::total_batches(pool);
     if (total > 0) {
-      const BatchRun mine = block(total, info_.world_size, info_.rank);
+      const BatchRun mine = rank_block(total, info_.world_size, info_.rank);
       for (std::int64_t at = mine.begin; at < mine.end;) {
         const std::int64_t offset = at % total;
         const std::int64_t length = std::min(mine.end - at, total - offset);
-        detail::cut_runs(base, offset, offset + length, runs);
+        detail::cut_runs(pool, offset, offset + length, runs);
         at += length;
       }
     }
     std::optional<std::vector<BatchRun>> dealt_runs;
-    if (dealt || redeal) dealt_runs = std::move(base);
-    return {.plan = std::move(plan), .runs = std::move(runs), .base = std::move(dealt_runs), .dealt_at = dealt_at,
+    if (dealt || redeal) dealt_runs = std::move(pool);
+    return {.plan = std::move(plan), .runs = std::move(runs), .dealt = std::move(dealt_runs), .dealt_at = dealt_at,
             .plan_world_size = plan_world_size};
   }
 
@@ -470,7 +503,7 @@ class DistributedSampler {
   DistributedOptions options_;
   detail::EpochCursor cursor_;
   std::int64_t active_plan_world_size_ = 1;
-  std::optional<std::vector<BatchRun>> active_base_;
+  std::optional<std::vector<BatchRun>> active_dealt_;
   std::int64_t active_dealt_at_ = 0;
 };
 

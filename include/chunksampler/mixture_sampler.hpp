@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+// MixtureSampler's members: its constructors and those declared below, and those of
+// `SamplerBase` (<chunksampler/sampler_base.hpp>): `sample`, `n_batches`, `n_batches_left`,
+// `epoch`, `set_epoch`, `state`, `restore` and `rng`.
+
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/mixture_plan.hpp>
-#include <chunksampler/detail/planned_sampler.hpp>
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <bit>
@@ -35,6 +39,9 @@ struct MixtureOptions {
   std::vector<double> weights = {};  ///< one per dataset, finite, >= 0, one > 0; none: equal weights
   double temperature = 1.0;          ///< finite, > 0: shares follow weight^(1 / temperature)
 };
+
+/// One epoch of `MixtureSampler` as an `EpochPlan` (what `plan()` returns).
+using MixturePlan = detail::MixturePlan;
 
 /// Samples several datasets laid end to end as a weighted mixture (KempnerForge's
 /// `MixtureSampler`), with chunk-local, dataset-local requests.
@@ -70,15 +77,15 @@ struct MixtureOptions {
 ///                            {.chunk_size = 64, .preload_nchunks = 8, .batch_size = 128,
 ///                             .weights = {0.5, 0.3, 0.2}});
 ///     for (const cs::LoadRequest& request : mix.sample(100'000)) { /* one dataset's chunks */ }
-class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::MixturePlan> {
+class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
  public:
   static constexpr std::string_view name = "MixtureSampler";
 
-  /// Datasets of `sizes[d]` observations laid end to end from 0. Throws `std::invalid_argument`
+  /// Datasets of `sizes[d]` observations laid end to end from 0. Throws `ConfigError`
   /// naming the first bad option: every option as `RandomSampler`'s, every dataset at least one
   /// chunk, the sizes' sum at most 2^62, weights and temperature as `MixtureOptions` says.
   explicit MixtureSampler(std::vector<std::int64_t> sizes, const MixtureOptions& options)
-      : PlannedSampler(options.seed),
+      : SamplerBase(options.seed),
         chunk_size_(options.chunk_size),
         preload_nchunks_(options.preload_nchunks),
         batch_size_(options.batch_size),
@@ -102,18 +109,18 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   [[nodiscard]] static MixtureSampler from_boundaries(std::vector<std::int64_t> boundaries,
                                                       const MixtureOptions& options) {
     if (boundaries.size() < 2)
-      detail::throw_invalid("MixtureSampler: boundaries has {} values; it needs at least two (0 and one end)",
+      detail::throw_config("MixtureSampler: boundaries has {} values; it needs at least two (0 and one end)",
                             boundaries.size());
     if (boundaries.front() != 0)
-      detail::throw_invalid("MixtureSampler: boundaries[0] ({}) must be 0", boundaries.front());
+      detail::throw_config("MixtureSampler: boundaries[0] ({}) must be 0", boundaries.front());
     std::vector<std::int64_t> sizes;
     sizes.reserve(boundaries.size() - 1);
     for (std::size_t d = 1; d < boundaries.size(); ++d) {
       if (boundaries[d] <= boundaries[d - 1])
-        detail::throw_invalid("MixtureSampler: boundaries[{}] ({}) must be > boundaries[{}] ({})", d, boundaries[d],
+        detail::throw_config("MixtureSampler: boundaries[{}] ({}) must be > boundaries[{}] ({})", d, boundaries[d],
                               d - 1, boundaries[d - 1]);
       if (boundaries[d] > detail::max_size)
-        detail::throw_invalid("MixtureSampler: boundaries[{}] ({}) must be <= 2^62", d, boundaries[d]);
+        detail::throw_config("MixtureSampler: boundaries[{}] ({}) must be <= 2^62", d, boundaries[d]);
       sizes.push_back(boundaries[d] - boundaries[d - 1]);
     }
     return MixtureSampler(std::move(sizes), options);
@@ -146,20 +153,25 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   /// the shard designates is read instead.
   [[nodiscard]] std::optional<Slice> mask() const noexcept { return Slice{0, boundaries_.back()}; }
 
-  /// Sets new weights and temperature, checked as the constructor does; they shape the epochs
-  /// of later `sample()` and `plan()` calls (a range already returned keeps its plan). The
-  /// fingerprint changes with them, so a state taken under other weights is refused: restore
-  /// after calling `update_weights` with the weights it was taken under. A state speaks of the
-  /// current weights, so change them between epochs if states are taken mid-epoch.
+  /// Sets new weights, checked as the constructor does, keeping the temperature; they shape the
+  /// epochs of later `sample()` and `plan()` calls (a range already returned keeps its plan).
+  /// The fingerprint changes with them, so a state taken under other weights is refused:
+  /// restore after calling `update_weights` with the weights it was taken under. A state speaks
+  /// of the current weights, so change them between epochs if states are taken mid-epoch.
+  /// Throws `ConfigError` for bad weights or while a restore under other weights is pending.
   ///
   ///     mix.update_weights({0.2, 0.3, 0.5});  // the next epoch favours the last dataset
-  void update_weights(std::vector<double> weights, double temperature = 1.0) {
+  void update_weights(std::vector<double> weights) { update_weights(std::move(weights), temperature_); }
+  /// Sets new weights and a new temperature, as above.
+  ///
+  ///     mix.update_weights({0.2, 0.3, 0.5}, 2.0);  // flatter: shares follow weight^(1/2)
+  void update_weights(std::vector<double> weights, double temperature) {
     MixtureSampler updated = *this;
     updated.set_mixture(weights, temperature, "MixtureSampler: update_weights");
     // A pending restore was checked against the old weights; sampling it under others would
     // continue an epoch that was never played.
-    if (const auto& pending = cursor_.pending(); pending && pending->fingerprint != updated.fingerprint())
-      detail::throw_invalid(
+    if (const auto& pending = cursor_.pending(); pending && pending->fingerprint() != updated.fingerprint())
+      detail::throw_config(
           "MixtureSampler: update_weights: a restored state is pending under other weights; call update_weights "
           "before restore");
     weights_ = std::move(updated.weights_);
@@ -168,12 +180,12 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
     probabilities_ = std::move(updated.probabilities_);
   }
 
-  /// Throws `std::invalid_argument` unless `n_obs` is in `[0, 2^62]` and holds every dataset.
+  /// Throws `ConfigError` unless `n_obs` is in `[0, 2^62]` and holds every dataset.
   void validate(std::int64_t n_obs) const {
     if (n_obs < 0 || n_obs > detail::max_size)
-      detail::throw_invalid("MixtureSampler: n_obs ({}) must be in [0, 2^62]", n_obs);
+      detail::throw_config("MixtureSampler: n_obs ({}) must be in [0, 2^62]", n_obs);
     if (n_obs < boundaries_.back())
-      detail::throw_invalid("MixtureSampler: n_obs ({}) must be >= the end of the last dataset ({})", n_obs,
+      detail::throw_config("MixtureSampler: n_obs ({}) must be >= the end of the last dataset ({})", n_obs,
                             boundaries_.back());
   }
 
@@ -185,7 +197,7 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   }
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
-  [[nodiscard]] detail::MixturePlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
+  [[nodiscard]] MixturePlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
     validate(n_obs);
     const std::int64_t used = drop_last_ ? detail::round_down(budget(), batch_size_) : budget();
     return detail::MixturePlan({.parts = parts_,
@@ -194,9 +206,9 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
                                 .preload_nchunks = preload_nchunks_,
                                 .batch_size = batch_size_,
                                 .used_obs = used},
-                               {.request_order = rng_.key(epoch, purpose(Purpose::request_order)),
-                                .chunk_order = rng_.key(epoch, purpose(Purpose::chunk_order)),
-                                .positions = rng_.key(epoch, purpose(Purpose::positions))});
+                               {.request_order = detail::RngAccess::key(rng_, epoch, detail::Purpose::request_order),
+                                .chunk_order = detail::RngAccess::key(rng_, epoch, detail::Purpose::chunk_order),
+                                .positions = detail::RngAccess::key(rng_, epoch, detail::Purpose::positions)});
   }
 
   /// A copy that reads, of every dataset, the fraction `shard.mask` designates within `[0,
@@ -206,21 +218,20 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   /// parts that tile every dataset's grid (no chunk is split between ranks, so no row of the
   /// grid is left to nobody). It draws from `rng().spawn(shard.stream)`, holds
   /// `shard.budget` positions per epoch and keeps the weights, temperature and epoch; a shard
-  /// of a shard is cut from the whole datasets again. Throws `std::invalid_argument` if the
+  /// of a shard is cut from the whole datasets again. Throws `ConfigError` if the
   /// mask is empty or outside `[0, b_D)`, or a part holds less than one chunk.
   [[nodiscard]] MixtureSampler with_shard(const Shard& shard) const {
-    if (shard.budget < 1 || shard.budget > detail::max_size)
-      detail::throw_invalid("MixtureSampler: a shard's budget ({}) must be in [1, 2^62]", shard.budget);
+    detail::check_shard_budget(name, shard);
     const std::int64_t total = boundaries_.back();
     if (shard.mask.start < 0 || shard.mask.start >= shard.mask.stop || shard.mask.stop > total)
-      detail::throw_invalid("MixtureSampler: a shard's mask [{}, {}) must be a non-empty range inside [0, {})",
+      detail::throw_config("MixtureSampler: a shard's mask [{}, {}) must be a non-empty range inside [0, {})",
                             shard.mask.start, shard.mask.stop, total);
     MixtureSampler copy = *this;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
       const Slice part = detail::shard_part({boundaries_[d], boundaries_[d + 1]}, chunk_size_, shard.mask.start,
                                             shard.mask.stop, total);
       if (part.size() < chunk_size_)
-        detail::throw_invalid(
+        detail::throw_config(
             "MixtureSampler: the shard [{}, {}) leaves dataset {} a part [{}, {}) of {} observations, fewer than "
             "chunk_size ({}); every part needs one chunk",
             shard.mask.start, shard.mask.stop, d, part.start, part.stop, part.size(), chunk_size_);
@@ -235,8 +246,7 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   /// A hash of every setting that shapes an epoch (the weights and temperature among them);
   /// states carry it.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept {
-    std::uint64_t h = 0x6368756e6b73616dULL;  // "chunksam"
-    for (const char ch : name) h = detail::derive(h, static_cast<unsigned char>(ch));
+    std::uint64_t h = detail::fingerprint_seed(name);
     const std::int64_t fields[] = {chunk_size_,
                                    preload_nchunks_,
                                    batch_size_,
@@ -253,10 +263,6 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   }
 
  private:
-  // The purposes an epoch draws for, each its own stream.
-  enum class Purpose : std::uint64_t { chunk_order = 1, positions = 2, request_order = 3 };
-  [[nodiscard]] static constexpr std::uint64_t purpose(Purpose p) noexcept { return static_cast<std::uint64_t>(p); }
-
   [[nodiscard]] std::int64_t budget() const noexcept {
     return budget_.value_or(num_samples_.value_or(boundaries_.back()));
   }
@@ -264,14 +270,14 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   void check_options() const {
     detail::check_request_shape(name, chunk_size_, preload_nchunks_, batch_size_);
     if (num_samples_) detail::check_num_samples(name, *num_samples_);
-    if (sizes_.empty()) detail::throw_invalid("MixtureSampler: sizes is empty; it needs at least one dataset");
+    if (sizes_.empty()) detail::throw_config("MixtureSampler: sizes is empty; it needs at least one dataset");
     std::int64_t total = 0;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
       if (sizes_[d] < chunk_size_)
-        detail::throw_invalid("MixtureSampler: sizes[{}] ({}) must be >= chunk_size ({}): every dataset holds a chunk",
+        detail::throw_config("MixtureSampler: sizes[{}] ({}) must be >= chunk_size ({}): every dataset holds a chunk",
                               d, sizes_[d], chunk_size_);
       if (sizes_[d] > detail::max_size - total)
-        detail::throw_invalid("MixtureSampler: the sizes' sum must be <= 2^62; sizes[{}] ({}) brings it above",
+        detail::throw_config("MixtureSampler: the sizes' sum must be <= 2^62; sizes[{}] ({}) brings it above",
                               d, sizes_[d]);
       total += sizes_[d];
     }
@@ -280,17 +286,17 @@ class MixtureSampler : public detail::PlannedSampler<MixtureSampler, detail::Mix
   // Checks and sets the weights and temperature, and the shares they give; `who` opens messages.
   void set_mixture(std::span<const double> weights, double temperature, std::string_view who) {
     if (!weights.empty() && weights.size() != sizes_.size())
-      detail::throw_invalid("{}: weights has {} values; it needs one per dataset ({}) or none", who, weights.size(),
+      detail::throw_config("{}: weights has {} values; it needs one per dataset ({}) or none", who, weights.size(),
                             sizes_.size());
     bool any = weights.empty();
     for (std::size_t d = 0; d < weights.size(); ++d) {
       if (!std::isfinite(weights[d]) || weights[d] < 0.0)
-        detail::throw_invalid("{}: weights[{}] ({}) must be finite and >= 0", who, d, weights[d]);
+        detail::throw_config("{}: weights[{}] ({}) must be finite and >= 0", who, d, weights[d]);
       any = any || weights[d] > 0.0;
     }
-    if (!any) detail::throw_invalid("{}: weights must have one value > 0 (all {} are 0)", who, weights.size());
+    if (!any) detail::throw_config("{}: weights must have one value > 0 (all {} are 0)", who, weights.size());
     if (!std::isfinite(temperature) || temperature <= 0.0)
-      detail::throw_invalid("{}: temperature ({}) must be finite and > 0", who, temperature);
+      detail::throw_config("{}: temperature ({}) must be finite and > 0", who, temperature);
 
     weights_.assign(sizes_.size(), 1.0);
     // -0.0 and 0.0 mean the same mixture: one bit pattern for the fingerprint.

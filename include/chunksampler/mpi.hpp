@@ -23,12 +23,12 @@ class MpiDistInfo {
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (initialized == 0 || finalized != 0)
-      detail::throw_runtime("dist::from_mpi: MPI is {}; call MPI_Init before constructing the sampler",
+      detail::throw_environment("dist::from_mpi: MPI is {}; call MPI_Init before constructing the sampler",
                             initialized == 0 ? "not initialized" : "already finalized");
     int rank = 0;
     int size = 0;
     if (MPI_Comm_rank(comm_, &rank) != MPI_SUCCESS || MPI_Comm_size(comm_, &size) != MPI_SUCCESS)
-      detail::throw_runtime("dist::from_mpi: MPI_Comm_rank or MPI_Comm_size failed on the communicator");
+      detail::throw_environment("dist::from_mpi: MPI_Comm_rank or MPI_Comm_size failed on the communicator");
     return {rank, size};
   }
 

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <chunksampler/detail/chunk_sampler.hpp>
+// RandomSampler's members: its constructor and those declared below, and those of its bases in
+// <chunksampler/sampler_base.hpp>: the settings, `validate`, `plan`, `epoch_size`, `with_shard`
+// and `fingerprint` of `ChunkSamplerBase`; `sample`, `n_batches`, `n_batches_left`, `epoch`,
+// `set_epoch`, `state`, `restore` and `rng` of `SamplerBase`.
+
+#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -33,11 +38,11 @@ struct RandomOptions {
 ///
 ///     cs::RandomSampler sampler({.chunk_size = 64, .preload_nchunks = 32, .batch_size = 256, .seed = 7});
 ///     for (const cs::LoadRequest& request : sampler.sample(20'000)) { /* read, then train */ }
-class RandomSampler : public detail::ChunkSamplerBase<RandomSampler> {
+class RandomSampler : public ChunkSamplerBase<RandomSampler> {
  public:
   static constexpr std::string_view name = "RandomSampler";
 
-  /// Checks `options`; throws `std::invalid_argument` naming the first bad one.
+  /// Checks `options`; throws `ConfigError` naming the first bad one.
   explicit RandomSampler(const RandomOptions& options)
       : ChunkSamplerBase({.chunk_size = options.chunk_size,
                           .preload_nchunks = options.preload_nchunks,

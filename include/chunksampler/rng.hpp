@@ -10,6 +10,33 @@ namespace chunksampler {
 /// The seed used when options give none.
 inline constexpr std::uint64_t default_seed = 0;
 
+class Rng;
+
+namespace detail {
+
+/// What a sampler draws for in one epoch, each purpose its own stream (`RngAccess::key`). The
+/// values are part of every pinned sequence: never renumber one. Purposes of different sampler
+/// kinds may share a value (a class sampler's group classes and a mixture's request order are
+/// both 3), since no sampler draws for both.
+enum class Purpose : std::uint64_t {
+  chunk_order = 1,    ///< chunk samplers and mixtures: the order (or starts) of the chunks
+  positions = 2,      ///< chunk samplers and mixtures: the positions inside each request
+  request_order = 3,  ///< mixtures: which dataset each request slot reads
+  group_class = 3,    ///< class samplers: the class of each group of chunks
+  chunk_start = 4,    ///< class samplers: each chunk's start inside its class
+  batch_order = 5,    ///< class samplers: the rows inside each batch
+};
+
+/// The samplers' access to the keys of an `Rng`, which users never need.
+struct RngAccess {
+  /// The key of `purpose` in epoch `epoch` of `rng`'s stream.
+  [[nodiscard]] static constexpr std::uint64_t key(const Rng& rng, std::uint64_t epoch, Purpose purpose) noexcept;
+  /// The spawn path folded into one key; equal paths give equal streams.
+  [[nodiscard]] static constexpr std::uint64_t path(const Rng& rng) noexcept;
+};
+
+}  // namespace detail
+
 /// The identity of a sampler's random stream: a seed and a spawn path, not an engine.
 ///
 /// Every random choice a sampler makes is a pure function of its `Rng`, the epoch and the
@@ -26,24 +53,26 @@ class Rng {
 
   /// The seed this stream descends from.
   [[nodiscard]] constexpr std::uint64_t seed() const noexcept { return seed_; }
-  /// The spawn path folded into one key; equal paths give equal streams.
-  [[nodiscard]] constexpr std::uint64_t path() const noexcept { return path_; }
   /// An independent child stream; `spawn(a).spawn(b)` differs from `spawn(b).spawn(a)`.
   [[nodiscard]] constexpr Rng spawn(std::uint64_t child) const noexcept {
     Rng result = *this;
     result.path_ = detail::derive(path_, child);
     return result;
   }
-  /// The key of one purpose (chunk order, positions, ...) in one epoch of this stream.
-  [[nodiscard]] constexpr std::uint64_t key(std::uint64_t epoch, std::uint64_t purpose) const noexcept {
-    return detail::derive(detail::derive(path_, epoch), purpose);
-  }
-
+  /// Equal seeds and spawn paths: the same stream.
   friend constexpr bool operator==(const Rng&, const Rng&) noexcept = default;
 
  private:
+  friend struct detail::RngAccess;
+
   std::uint64_t seed_;
   std::uint64_t path_;
 };
+
+constexpr std::uint64_t detail::RngAccess::key(const Rng& rng, std::uint64_t epoch, Purpose purpose) noexcept {
+  return derive(derive(rng.path_, epoch), static_cast<std::uint64_t>(purpose));
+}
+
+constexpr std::uint64_t detail::RngAccess::path(const Rng& rng) noexcept { return rng.path_; }
 
 }  // namespace chunksampler

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <chunksampler/detail/chunk_sampler.hpp>
+// SequentialSampler's members: its constructor and those declared below, and those of its bases in
+// <chunksampler/sampler_base.hpp>: the settings, `validate`, `plan`, `epoch_size`, `with_shard`
+// and `fingerprint` of `ChunkSamplerBase`; `sample`, `n_batches`, `n_batches_left`, `epoch`,
+// `set_epoch`, `state`, `restore` and `rng` of `SamplerBase`.
+
+#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -11,14 +16,14 @@
 
 namespace chunksampler {
 
-/// Options of `SequentialSampler`: those of `RandomOptions` up to `seed`, in the same order.
+/// Options of `SequentialSampler`: those of `RandomOptions` before `seed`, in the same order (an
+/// in-order sampler draws nothing, so it takes no seed).
 struct SequentialOptions {
   std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1)
   std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
   std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
   bool drop_last = false;            ///< drop the epoch's last, short batch
   std::optional<Slice> mask = std::nullopt;  ///< observations to read; all of [0, n_obs) by default
-  std::uint64_t seed = default_seed;         ///< kept for a uniform interface; the order uses no randomness
 };
 
 /// In-order chunk sampler for evaluation: chunks in order, positions in order, `shuffle()`
@@ -26,11 +31,11 @@ struct SequentialOptions {
 ///
 ///     cs::SequentialSampler eval({.chunk_size = 64, .preload_nchunks = 32, .batch_size = 256});
 ///     for (const cs::LoadRequest& request : eval.sample(20'000)) { /* read, then evaluate */ }
-class SequentialSampler : public detail::ChunkSamplerBase<SequentialSampler> {
+class SequentialSampler : public ChunkSamplerBase<SequentialSampler> {
  public:
   static constexpr std::string_view name = "SequentialSampler";
 
-  /// Checks `options`; throws `std::invalid_argument` naming the first bad one.
+  /// Checks `options`; throws `ConfigError` naming the first bad one.
   explicit SequentialSampler(const SequentialOptions& options)
       : ChunkSamplerBase({.chunk_size = options.chunk_size,
                           .preload_nchunks = options.preload_nchunks,
@@ -40,7 +45,7 @@ class SequentialSampler : public detail::ChunkSamplerBase<SequentialSampler> {
                           .shuffle = false,
                           .replacement = false,
                           .num_samples = std::nullopt},
-                         options.seed) {}
+                         default_seed) {}
 };
 
 }  // namespace chunksampler

@@ -23,9 +23,9 @@ inline void check_worker(const WorkerInfo& worker) {
   // At most 2^62, as a state's workers: a worker's next request index (below 2^62) plus
   // num_workers then stays below 2^63.
   if (worker.num_workers < 1 || worker.num_workers > max_size)
-    throw_invalid("WorkerInfo: num_workers ({}) must be in [1, 2^62]", worker.num_workers);
+    throw_config("WorkerInfo: num_workers ({}) must be in [1, 2^62]", worker.num_workers);
   if (worker.id < 0 || worker.id >= worker.num_workers)
-    throw_invalid("WorkerInfo: id ({}) must be in [0, num_workers) = [0, {})", worker.id, worker.num_workers);
+    throw_config("WorkerInfo: id ({}) must be in [0, num_workers) = [0, {})", worker.id, worker.num_workers);
 }
 }  // namespace detail
 

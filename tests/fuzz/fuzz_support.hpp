@@ -68,14 +68,17 @@ inline constexpr std::string_view subjects[] = {
   return {};
 }
 
-/// A clear rejection: it names its subject and says more than that.
+/// A clear rejection: one of the library's types, naming its subject and saying more than that.
 inline void check_message(const std::invalid_argument& error) {
   const std::string_view message = error.what();
+  check(dynamic_cast<const cs::ConfigError*>(&error) != nullptr || dynamic_cast<const cs::StateError*>(&error) != nullptr,
+        "a std::invalid_argument ({}) that is neither a ConfigError nor a StateError: {:?}", typeid(error).name(),
+        std::string(message));
   check(!subject_of(message).empty(), "std::invalid_argument without a subject: {:?}", std::string(message));
 }
 
-/// Runs `f`. True when it returned; false when it threw a clear `std::invalid_argument` (the
-/// library's only way to refuse input). Any other exception is a finding.
+/// Runs `f`. True when it returned; false when it threw a clear `cs::ConfigError` or
+/// `cs::StateError` (the library's only ways to refuse input). Any other exception is a finding.
 template <class F>
 [[nodiscard]] bool accepted(F&& f, std::string* message = nullptr) {
   try {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
-#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/worker_info.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
@@ -16,42 +16,28 @@
 #include <utility>
 #include <vector>
 
-namespace chunksampler::detail {
+namespace chunksampler {
 
-/// Total batches in `runs`.
-[[nodiscard]] inline std::int64_t total_batches(std::span<const BatchRun> runs) noexcept {
-  std::int64_t total = 0;
-  for (const BatchRun& run : runs) total += run.size();
-  return total;
-}
-
-/// The runs of plan batches that positions `[from, to)` of the concatenation of `runs` cover.
-inline void cut_runs(std::span<const BatchRun> runs, std::int64_t from, std::int64_t to, std::vector<BatchRun>& out) {
-  std::int64_t offset = 0;
-  for (const BatchRun& run : runs) {
-    const std::int64_t lo = std::max(from, offset);
-    const std::int64_t hi = std::min(to, offset + run.size());
-    if (lo < hi) out.push_back({run.begin + (lo - offset), run.begin + (hi - offset)});
-    offset += run.size();
-    if (offset >= to) break;
-  }
-}
-
-/// Which worker of how many reads a stream.
-struct WorkerSlot {
-  std::int64_t id = 0;
-  std::int64_t count = 1;
-};
-
-/// The requests a sampler yields: the batches of `runs` (in order) of a plan, cut into pieces
-/// at request boundaries, one `LoadRequest` per piece. A piece lists its request's chunks and
-/// only its own batches. With workers, worker `i` of `k` takes pieces `i, i + k, ...`; `skip`
-/// batches of that share are passed over first, which costs O(runs + log n), not O(skip).
+/// What `sample()` returns: one epoch's load requests (a rank's, a worker's share of them, or
+/// the rest of them after a restore), as a single-pass input range of `const LoadRequest&`.
 ///
-/// The range owns its plan, runs and buffers, so it outlives the sampler that made it; a
-/// yielded `const LoadRequest&` stays valid until the iterator advances.
+///     cs::Epoch epoch = sampler.sample(n_obs);          // checked here: throws before any request
+///     std::int64_t steps = epoch.n_batches();           // batches it yields in all
+///     for (const cs::LoadRequest& request : epoch) {    // begin() once, as for any input range
+///       for (std::span<const std::int64_t> batch : request.splits) { /* train */ }
+///     }
+///
+/// It owns its plan and buffers, so it outlives the sampler that made it and is unaffected by
+/// later calls on that sampler; it can be moved, not copied (iterators point into it). A
+/// yielded `const LoadRequest&` and its spans stay valid until the iterator advances; no
+/// request allocates after the first (the buffers are sized once, in `begin()`).
+///
+/// How it is cut: the batches of `runs` (in order) of an `EpochPlan`, split at request
+/// boundaries, one `LoadRequest` per piece; a piece lists its request's chunks and only its own
+/// batches. With workers, worker `i` of `k` takes pieces `i, i + k, ...`. A restored point's
+/// batches are passed over in O(runs + log n), not O(skip).
 template <EpochPlan Plan>
-class StreamRange {
+class Epoch {
  public:
   class iterator {
    public:
@@ -59,8 +45,9 @@ class StreamRange {
     using difference_type = std::ptrdiff_t;
     using iterator_concept = std::input_iterator_tag;
 
+    /// A past-the-end iterator (as `std::default_sentinel_t` is the range's end).
     iterator() = default;
-    explicit iterator(StreamRange* range) noexcept : range_(range) {}
+    explicit iterator(Epoch* range) noexcept : range_(range) {}
 
     [[nodiscard]] const LoadRequest& operator*() const noexcept { return range_->current_; }
     [[nodiscard]] const LoadRequest* operator->() const noexcept { return &range_->current_; }
@@ -73,20 +60,23 @@ class StreamRange {
 
    private:
     [[nodiscard]] bool at_end() const noexcept { return range_->run_ >= range_->runs_.size(); }
-    StreamRange* range_ = nullptr;
+    Epoch* range_ = nullptr;
   };
 
-  StreamRange(Plan plan, std::vector<BatchRun> runs, WorkerSlot worker = {}, std::int64_t skip = 0)
+  /// Batches `runs` of `plan`, the share of `worker`, less its first `skip` batches; the
+  /// samplers make it (`skip` <= the share's batches).
+  Epoch(Plan plan, std::vector<BatchRun> runs, WorkerInfo worker = {}, std::int64_t skip = 0)
       : plan_(std::move(plan)), runs_(std::move(runs)), worker_(worker), skip_(skip) {}
 
-  StreamRange(StreamRange&&) noexcept = default;
-  StreamRange& operator=(StreamRange&&) noexcept = default;
+  Epoch(Epoch&&) noexcept = default;
+  Epoch& operator=(Epoch&&) noexcept = default;
   // Iterators point at their range: a copy would not be theirs, so forbid it as input views do.
-  StreamRange(const StreamRange&) = delete;
-  StreamRange& operator=(const StreamRange&) = delete;
-  ~StreamRange() = default;
+  Epoch(const Epoch&) = delete;
+  Epoch& operator=(const Epoch&) = delete;
+  ~Epoch() = default;
 
-  /// Starts the stream; call once, as for any input range.
+  /// Starts the stream: sizes the buffers and loads the first request. Call once, as for any
+  /// input range.
   [[nodiscard]] iterator begin() {
     if (!started_) {
       started_ = true;
@@ -97,10 +87,12 @@ class StreamRange {
     }
     return iterator(this);
   }
+  /// The end: compares equal to an iterator past the last request.
   [[nodiscard]] static std::default_sentinel_t end() noexcept { return {}; }
 
   /// Batches this stream yields in all (after the skip).
   [[nodiscard]] std::int64_t n_batches() const noexcept { return share_batches() - skip_; }
+  /// The plan of the whole epoch (all ranks' batches in global mode) this range reads from.
   [[nodiscard]] const Plan& plan() const noexcept { return plan_; }
 
   /// Batches the worker's share of the stream holds, before any skip.
@@ -126,8 +118,8 @@ class StreamRange {
   }
   // The run's pieces that belong to this worker: j = first, first + count, ... (< n).
   [[nodiscard]] std::int64_t first_piece(std::int64_t pieces_before) const noexcept {
-    const std::int64_t r = pieces_before % worker_.count;
-    return r <= worker_.id ? worker_.id - r : worker_.id - r + worker_.count;
+    const std::int64_t r = pieces_before % worker_.num_workers;
+    return r <= worker_.id ? worker_.id - r : worker_.id - r + worker_.num_workers;
   }
   // Batches in the worker's first t pieces of a run. Pieces are whole requests but for the
   // run's first and last and the plan's last request, so this is O(1) from the full size.
@@ -137,21 +129,21 @@ class StreamRange {
     const std::int64_t first = first_piece(pieces_before);
     const std::int64_t full = plan_.request_begin(1) - plan_.request_begin(0);
     std::int64_t total = t * full;
-    const std::int64_t last_mine = first + (t - 1) * worker_.count;
+    const std::int64_t last_mine = first + (t - 1) * worker_.num_workers;
     // Correct the pieces that may not be full: j = 0, j = n - 1, and the plan's last request.
     std::int64_t irregular[3] = {0, n - 1, plan_.n_requests() - 1 - plan_.request_of(run.begin)};
     std::sort(std::begin(irregular), std::end(irregular));
     for (std::size_t i = 0; i < 3; ++i) {
       const std::int64_t j = irregular[i];
       if (i > 0 && j == irregular[i - 1]) continue;
-      if (j < first || j > last_mine || j >= n || (j - first) % worker_.count != 0) continue;
+      if (j < first || j > last_mine || j >= n || (j - first) % worker_.num_workers != 0) continue;
       total += piece_batches(run, j) - full;
     }
     return total;
   }
   [[nodiscard]] std::int64_t share_in_run(const BatchRun& run, std::int64_t pieces_before, std::int64_t n) const noexcept {
     const std::int64_t first = first_piece(pieces_before);
-    const std::int64_t mine = first < n ? (n - 1 - first) / worker_.count + 1 : 0;
+    const std::int64_t mine = first < n ? (n - 1 - first) / worker_.num_workers + 1 : 0;
     return share_before(run, pieces_before, mine);
   }
 
@@ -165,13 +157,13 @@ class StreamRange {
       if (skip < in_run) {
         // The worker's piece t holding batch `skip`: the last t with share_before(t) <= skip.
         std::int64_t lo = 0;
-        std::int64_t hi = (n - 1 - first_piece(pieces_before)) / worker_.count;
+        std::int64_t hi = (n - 1 - first_piece(pieces_before)) / worker_.num_workers;
         while (lo < hi) {
           const std::int64_t mid = lo + (hi - lo + 1) / 2;
           if (share_before(run, pieces_before, mid) <= skip) lo = mid;
           else hi = mid - 1;
         }
-        piece_ = first_piece(pieces_before) + lo * worker_.count;
+        piece_ = first_piece(pieces_before) + lo * worker_.num_workers;
         skip_in_piece_ = skip - share_before(run, pieces_before, lo);
         return;
       }
@@ -182,7 +174,7 @@ class StreamRange {
 
   void advance() {
     skip_in_piece_ = 0;
-    piece_ += worker_.count;
+    piece_ += worker_.num_workers;
     load();
   }
 
@@ -212,7 +204,7 @@ class StreamRange {
 
   Plan plan_;
   std::vector<BatchRun> runs_;
-  WorkerSlot worker_;
+  WorkerInfo worker_;
   std::int64_t skip_;
   bool started_ = false;
   std::size_t run_ = 0;              // the run being read
@@ -222,4 +214,4 @@ class StreamRange {
   LoadRequest current_;
 };
 
-}  // namespace chunksampler::detail
+}  // namespace chunksampler

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <stdexcept>
+
+namespace chunksampler {
+
+/// What chunksampler throws. Each type derives from the standard exception a caller would
+/// otherwise catch, so `catch (const std::invalid_argument&)` still sees every argument error;
+/// the library's types tell the cases apart:
+///
+///     try {
+///       sampler.restore(cs::SamplerState::parse(text));
+///     } catch (const cs::StateError& e) {   // stale or torn checkpoint: start the epoch afresh
+///       std::cerr << "not resuming: " << e.what() << '\n';
+///     }                                      // a ConfigError (a bad option) still stops the job
+///
+/// Every message names the parameter (or state field), its value and the rule it broke.
+
+/// A bad configuration or argument: an option, `n_obs`, a mask, a `WorkerInfo`, a rank, a
+/// `batches_done` the sampler cannot take a state at.
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Something is wrong with a `SamplerState`; one of the two below.
+class StateError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A well-formed state that does not fit this sampler: taken under another configuration, seed,
+/// dataset size, world size (contiguous mode) or worker, past its epoch's end, or written by
+/// another version of chunksampler whose epochs differ.
+class StateMismatchError : public StateError {
+ public:
+  using StateError::StateError;
+};
+
+/// State text (or a state's fields) that cannot be read as a state: a missing, malformed or
+/// out-of-range field, an unknown header, text after the last field.
+class StateFormatError : public StateError {
+ public:
+  using StateError::StateError;
+};
+
+/// The launcher's environment, not an argument, is at fault: a rank variable set without its
+/// world size, MPI not initialized.
+class EnvironmentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace chunksampler

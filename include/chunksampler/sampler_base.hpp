@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The members the samplers share, in two CRTP bases: `SamplerBase` (every sampler: epochs,
+// counting, sampling, state and restore) and `ChunkSamplerBase` (RandomSampler and
+// SequentialSampler: their settings and plan). Each sampler's own header lists what it adds.
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/checks.hpp>
+#include <chunksampler/detail/chunk_plan.hpp>
+#include <chunksampler/detail/epoch_cursor.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/epoch.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/rng.hpp>
+#include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
+#include <chunksampler/slice.hpp>
+#include <chunksampler/worker_info.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace chunksampler {
+
+/// The members every sampler shares: epochs, counting, sampling (a worker's share, from a
+/// restored point), `state` and `restore`. `RandomSampler`, `SequentialSampler`, `ClassSampler`
+/// and `MixtureSampler` derive from it (CRTP); `DistributedSampler` offers the same members.
+///
+///     cs::RandomSampler sampler({.chunk_size = 64, .preload_nchunks = 8, .batch_size = 128});
+///     sampler.set_epoch(3);                                  // as PyTorch's set_epoch
+///     std::int64_t steps = sampler.n_batches(n_obs);         // what the next sample() yields
+///     for (const cs::LoadRequest& request : sampler.sample(n_obs)) { /* epoch 3 */ }
+///     cs::SamplerState state = sampler.state(steps);          // the point after those batches
+///
+/// `Derived` provides `name`, `plan(n_obs, epoch)` returning a `Plan` (validating first) and
+/// `fingerprint()`.
+template <class Derived, EpochPlan Plan>
+class SamplerBase {
+ public:
+  /// The plan of one epoch (`plan()` returns it).
+  using plan_type = Plan;
+  /// The range `sample()` returns.
+  using range_type = Epoch<Plan>;
+
+  /// The random stream every draw comes from.
+  [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
+  /// The epoch the next `sample()` plays.
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
+  /// Pins the next `sample()` to epoch `epoch` (from its start); later calls go on from there.
+  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
+
+  /// Batches one epoch over `n_obs` observations yields (a worker's share, with a `WorkerInfo`),
+  /// counted from the epoch's start: while a restore is pending, the restored epoch's, which the
+  /// next `sample()` yields less the state's `batches_done`. Throws where `sample()` would.
+  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    return prepare(n_obs, worker).share_batches();
+  }
+  /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
+  /// `batches_done`. Throws where `sample()` would.
+  [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
+    return prepare(n_obs, worker).n_batches();
+  }
+
+  /// The requests of epoch `epoch()` over `n_obs` observations (worker `worker`'s share of
+  /// them: requests `id, id + num_workers, ...`), from a restored point if one is pending; then
+  /// moves to the next epoch. Validates first: throws before anything is yielded.
+  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
+    range_type range = prepare(n_obs, worker);
+    cursor_.start(worker, n_obs);
+    return range;
+  }
+
+  /// The point after the first `batches_done` batches of the current epoch (the one the last
+  /// `sample()` played, counted from its start, or the next if none has since
+  /// `set_epoch`/`restore`); of the worker's share when sampled with a `WorkerInfo`.
+  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
+    detail::check_state_point(Derived::name, cursor_.n_obs(), batches_done);
+    return detail::StateAccess::make({.fingerprint = self().fingerprint(),
+                                      .seed = rng_.seed(),
+                                      .epoch = cursor_.current(),
+                                      .n_obs = cursor_.n_obs(),
+                                      .batches_done = batches_done,
+                                      .world_size = 1,
+                                      .plan_world_size = 1,
+                                      .num_workers = cursor_.worker().num_workers,
+                                      .worker = cursor_.worker().id,
+                                      .runs = std::nullopt,
+                                      .dealt_at = 0});
+  }
+
+  /// Makes the next `sample()` continue exactly after `state`: its remaining batches equal those
+  /// of the uninterrupted epoch. Throws `StateMismatchError` for a state of another
+  /// configuration or seed, or of a distributed sampler; the next `sample()` throws it for
+  /// another `n_obs` or worker than the state's.
+  void restore(const SamplerState& state) {
+    detail::check_state_of(Derived::name, state, self().fingerprint(), rng_.seed());
+    const detail::StateFields& f = detail::StateAccess::fields(state);
+    if (f.world_size != 1 || f.plan_world_size != 1 || f.runs)
+      detail::throw_state_mismatch(
+          "{}: restore: the state is of a distributed sampler (world_size {}); restore it into one", Derived::name,
+          f.world_size);
+    cursor_.restore(state);
+  }
+
+ protected:
+  explicit SamplerBase(std::uint64_t seed) : rng_(seed) {}
+
+  Rng rng_;
+  detail::EpochCursor cursor_;
+
+ private:
+  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  // The range the next sample(n_obs, worker) returns, checked, without moving the cursor.
+  [[nodiscard]] range_type prepare(std::int64_t n_obs, const WorkerInfo& worker) const {
+    detail::check_worker(worker);
+    Plan epoch_plan = self().plan(n_obs, cursor_.next());
+    const std::int64_t total = epoch_plan.n_batches();
+    const std::int64_t skip = cursor_.resume_point(worker, n_obs);
+    range_type range(std::move(epoch_plan), {{0, total}}, worker, skip);
+    detail::check_skip(skip, range.share_batches());
+    return range;
+  }
+};
+
+}  // namespace chunksampler
+
+namespace chunksampler::detail {
+
+/// The settings shared by the chunk samplers, in one place so both check them alike.
+struct ChunkConfig {
+  std::int64_t chunk_size;
+  std::int64_t preload_nchunks;
+  std::int64_t batch_size;
+  bool drop_last;
+  std::optional<Slice> mask;
+  bool shuffle;
+  bool replacement;
+  std::optional<std::int64_t> num_samples;
+  /// Set by `with_shard`: the positions an epoch holds, superseding `num_samples`; above the
+  /// stream's rows the last request repeats rows (padding).
+  std::optional<std::int64_t> budget = std::nullopt;
+};
+
+/// The fingerprint of a state: the sampler's kind and every setting that shapes an epoch.
+[[nodiscard]] inline std::uint64_t fingerprint_of(std::string_view kind, const ChunkConfig& c) noexcept {
+  std::uint64_t h = fingerprint_seed(kind);
+  const std::int64_t fields[] = {c.chunk_size, c.preload_nchunks, c.batch_size, c.drop_last ? 1 : 0,
+                                 c.mask ? 1 : 0, c.mask ? c.mask->start : 0, c.mask ? c.mask->stop : 0,
+                                 c.shuffle ? 1 : 0, c.replacement ? 1 : 0, c.num_samples.value_or(-1),
+                                 c.budget.value_or(-1)};
+  for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
+  return h;
+}
+
+}  // namespace chunksampler::detail
+
+namespace chunksampler {
+
+/// One epoch of `RandomSampler` or `SequentialSampler` as an `EpochPlan` (what `plan()`
+/// returns): `n_batches()`, `n_requests()`, `request_of(batch)`, `request_begin(request)` and
+/// `fill(request, buffers)`, each request computable alone in O(request).
+using ChunkPlan = detail::ChunkPlan;
+
+/// The members `RandomSampler` and `SequentialSampler` share, beyond those of `SamplerBase`
+/// (above): their settings, `validate`, `plan`, and what
+/// `DistributedSampler` needs (`epoch_size`, `with_shard`, `fingerprint`). `Derived` names
+/// itself in messages (`Derived::name`) and is what `with_shard` returns.
+template <class Derived>
+class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
+ public:
+
+  /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return config_.batch_size; }
+  /// The length of every chunk but the remainder.
+  [[nodiscard]] std::int64_t chunk_size() const noexcept { return config_.chunk_size; }
+  /// Chunks per request.
+  [[nodiscard]] std::int64_t preload_nchunks() const noexcept { return config_.preload_nchunks; }
+  /// Whether the last, short batch of an epoch is dropped.
+  [[nodiscard]] bool drop_last() const noexcept { return config_.drop_last; }
+  /// Whether chunk order and positions are random.
+  [[nodiscard]] bool shuffle() const noexcept { return config_.shuffle; }
+  /// The observation range sampled; `std::nullopt` is all of `[0, n_obs)`.
+  [[nodiscard]] const std::optional<Slice>& mask() const noexcept { return config_.mask; }
+  /// A hash of every setting that shapes an epoch; states carry it.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return detail::fingerprint_of(Derived::name, config_); }
+
+  /// Throws `ConfigError` if an epoch over `n_obs` observations cannot be served.
+  void validate(std::int64_t n_obs) const {
+    if (n_obs < 0 || n_obs > detail::max_size)
+      detail::throw_config("{}: n_obs ({}) must be in [0, 2^62]", Derived::name, n_obs);
+    const Slice range = resolved_mask(n_obs);
+    if (range.stop > n_obs)
+      detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", Derived::name, range.stop, n_obs);
+    if (range.empty())
+      detail::throw_config("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})",
+                    Derived::name, range.start, range.stop, n_obs);
+    // A range shorter than a chunk is served as annbatch serves it: one short chunk at a uniform
+    // random start, which holds at most the range.
+    if (config_.replacement && range.size() < config_.chunk_size) {
+      const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
+      if (budget > range.size())
+        detail::throw_config(
+            "{}: with replacement a sampled range shorter than a chunk ({} observations, chunk_size {}) is read as "
+            "one short chunk, so the epoch's {} ({}) must be <= {}",
+            Derived::name, range.size(), config_.chunk_size, config_.budget ? "share" : "num_samples", budget,
+            range.size());
+    }
+    // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
+    if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > range.size())
+      detail::throw_config("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
+                    Derived::name, *config_.num_samples, range.size());
+  }
+
+  /// Observations one epoch holds before `drop_last`: `num_samples` if set, else the mask's size.
+  [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
+    validate(n_obs);
+    return config_.budget.value_or(config_.num_samples.value_or(resolved_mask(n_obs).size()));
+  }
+
+  /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
+  [[nodiscard]] ChunkPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
+    validate(n_obs);
+    return ChunkPlan(layout(n_obs), detail::RngAccess::key(rng_, epoch, detail::Purpose::chunk_order),
+                     detail::RngAccess::key(rng_, epoch, detail::Purpose::positions));
+  }
+
+  /// A copy restricted to `shard.mask`, on the stream `rng().spawn(shard.stream)`, whose epochs
+  /// hold `shard.budget` positions (repeating rows when that exceeds the rows it may read).
+  [[nodiscard]] Derived with_shard(const Shard& shard) const {
+    detail::check_shard_budget(Derived::name, shard);
+    Derived copy = static_cast<const Derived&>(*this);
+    copy.config_.mask = shard.mask;
+    copy.config_.budget = shard.budget;
+    copy.rng_ = rng_.spawn(shard.stream);
+    return copy;
+  }
+
+ protected:
+  ChunkSamplerBase(const detail::ChunkConfig& config, std::uint64_t seed)
+      : SamplerBase<Derived, ChunkPlan>(seed), config_(config) {
+    check_config();
+  }
+
+  using SamplerBase<Derived, ChunkPlan>::rng_;
+  detail::ChunkConfig config_;
+
+ private:
+  void check_config() const {
+    detail::check_request_shape(Derived::name, config_.chunk_size, config_.preload_nchunks, config_.batch_size);
+    detail::check_mask(Derived::name, config_.mask);
+    if (config_.num_samples) detail::check_num_samples(Derived::name, *config_.num_samples);
+  }
+
+  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept {
+    return config_.mask ? config_.mask->resolve(n_obs) : Slice{0, n_obs};
+  }
+
+  [[nodiscard]] detail::ChunkLayout layout(std::int64_t n_obs) const noexcept {
+    const Slice range = resolved_mask(n_obs);
+    const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
+    return {.mask = range,
+            .chunk_size = config_.chunk_size,
+            .preload_nchunks = config_.preload_nchunks,
+            .batch_size = config_.batch_size,
+            .stream_obs = config_.replacement ? budget : range.size(),
+            .used_obs = config_.drop_last ? detail::round_down(budget, config_.batch_size) : budget,
+            .shuffle = config_.shuffle,
+            .replacement = config_.replacement};
+  }
+};
+
+}  // namespace chunksampler
