@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// errors.hpp: every throw is one of the library's types, told apart by type: a bad configuration
+// or argument (ConfigError), a state that does not fit (StateMismatchError), state text that is
+// not a state (StateFormatError), a launcher environment at fault (EnvironmentError); each still
+// derives from the standard exception callers caught before.
+#include <chunksampler.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace cs = chunksampler;
+
+namespace {
+
+cs::RandomSampler random_sampler(std::uint64_t seed = 7) {
+  return cs::RandomSampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = seed});
+}
+
+// A state after 3 batches of epoch 0 over 1,000 observations.
+cs::SamplerState state_after_three(cs::RandomSampler sampler) {
+  (void)sampler.sample(1'000);
+  return sampler.state(3);
+}
+
+}  // namespace
+
+TEST_CASE("the error types derive from the standard exceptions and from each other as documented", "[errors]") {
+  STATIC_REQUIRE(std::is_base_of_v<std::invalid_argument, cs::ConfigError>);
+  STATIC_REQUIRE(std::is_base_of_v<std::invalid_argument, cs::StateError>);
+  STATIC_REQUIRE(std::is_base_of_v<cs::StateError, cs::StateMismatchError>);
+  STATIC_REQUIRE(std::is_base_of_v<cs::StateError, cs::StateFormatError>);
+  STATIC_REQUIRE(std::is_base_of_v<std::runtime_error, cs::EnvironmentError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateError, cs::ConfigError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateMismatchError, cs::StateFormatError>);
+}
+
+TEST_CASE("a bad configuration or argument throws ConfigError", "[errors]") {
+  CHECK_THROWS_AS(cs::RandomSampler({.chunk_size = 0, .preload_nchunks = 2, .batch_size = 5}), cs::ConfigError);
+  CHECK_THROWS_AS(cs::SequentialSampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 3}), cs::ConfigError);
+  CHECK_THROWS_AS(cs::ClassSampler(std::vector<std::int32_t>(100, 0),
+                                   {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5}),
+                  cs::ConfigError);  // num_samples is required
+  CHECK_THROWS_AS(cs::MixtureSampler({100, 5}, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5}),
+                  cs::ConfigError);
+  cs::RandomSampler sampler = random_sampler();
+  CHECK_THROWS_AS(sampler.validate(-1), cs::ConfigError);
+  CHECK_THROWS_AS(sampler.n_batches(1'000, {.id = 2, .num_workers = 2}), cs::ConfigError);
+  CHECK_THROWS_AS(sampler.state(1), cs::ConfigError);  // no epoch sampled yet
+  CHECK_THROWS_AS(cs::DistributedSampler(sampler, cs::DistInfo{.rank = 2, .world_size = 2}), cs::ConfigError);
+  const cs::DistributedSampler dist(sampler, cs::DistInfo{.rank = 0, .world_size = 200});
+  CHECK_THROWS_AS(dist.validate(1'000), cs::ConfigError);  // 5 observations per rank: no whole batch
+}
+
+TEST_CASE("a state that does not fit the sampler throws StateMismatchError", "[errors]") {
+  const cs::SamplerState state = state_after_three(random_sampler(7));
+
+  cs::RandomSampler other_seed = random_sampler(8);
+  CHECK_THROWS_AS(other_seed.restore(state), cs::StateMismatchError);
+
+  cs::RandomSampler other_config({.chunk_size = 20, .preload_nchunks = 2, .batch_size = 5, .seed = 7});
+  CHECK_THROWS_AS(other_config.restore(state), cs::StateMismatchError);
+
+  cs::RandomSampler same = random_sampler(7);
+  same.restore(state);
+  CHECK_THROWS_AS(same.sample(999), cs::StateMismatchError);   // another n_obs
+  CHECK_THROWS_AS(same.sample(1'000, {.id = 0, .num_workers = 2}), cs::StateMismatchError);  // another worker
+
+  // A distributed state into a plain sampler, and a contiguous one onto another world size.
+  cs::DistributedSampler two(random_sampler(7), cs::DistInfo{.rank = 0, .world_size = 2});
+  (void)two.sample(1'000);
+  const cs::SamplerState dist_state = two.state(2);
+  CHECK_THROWS_AS(random_sampler(7).restore(dist_state), cs::StateMismatchError);
+  cs::DistributedSampler three(random_sampler(7), cs::DistInfo{.rank = 0, .world_size = 3});
+  CHECK_THROWS_AS(three.restore(dist_state), cs::StateMismatchError);
+
+  // Past the epoch's end: 1,000 observations make 100 batches of 10 on one rank.
+  cs::RandomSampler past = random_sampler(7);
+  (void)past.sample(1'000);
+  const cs::SamplerState beyond = past.state(1'000);
+  cs::RandomSampler fresh = random_sampler(7);
+  fresh.restore(beyond);
+  CHECK_THROWS_AS(fresh.sample(1'000), cs::StateMismatchError);
+
+  // A format this version refuses by name.
+  std::string old = state.to_string();
+  old.replace(0, old.find(' '), "chunksampler-state/2");
+  CHECK_THROWS_AS(cs::SamplerState::parse(old), cs::StateMismatchError);
+}
+
+TEST_CASE("state text that is not a state throws StateFormatError", "[errors]") {
+  const std::string text = state_after_three(random_sampler()).to_string();
+  CHECK_THROWS_AS(cs::SamplerState::parse(""), cs::StateFormatError);
+  CHECK_THROWS_AS(cs::SamplerState::parse("not a state"), cs::StateFormatError);
+  CHECK_THROWS_AS(cs::SamplerState::parse(text.substr(0, text.size() / 2)), cs::StateFormatError);
+  CHECK_THROWS_AS(cs::SamplerState::parse(text + " extra=1"), cs::StateFormatError);
+  std::string negative = text;
+  negative.replace(negative.find("batches_done=3"), 14, "batches_done=-3");
+  CHECK_THROWS_AS(cs::SamplerState::parse(negative), cs::StateFormatError);
+}
+
+TEST_CASE("a training script can start afresh on a stale checkpoint and stop on a bad configuration",
+          "[errors]") {
+  // The pattern the README shows: catch StateError, let ConfigError through.
+  const std::string fresh = state_after_three(random_sampler(7)).to_string();
+  const std::string stale = state_after_three(random_sampler(9)).to_string();
+  const auto resume_or_start = [](std::int64_t chunk_size, const std::string& checkpoint) {
+    cs::RandomSampler sampler({.chunk_size = chunk_size, .preload_nchunks = 2, .batch_size = 5, .seed = 7});
+    try {
+      sampler.restore(cs::SamplerState::parse(checkpoint));
+      return true;
+    } catch (const cs::StateError&) {
+      return false;
+    }
+  };
+  CHECK(resume_or_start(10, fresh));
+  CHECK_FALSE(resume_or_start(10, stale));
+  CHECK_FALSE(resume_or_start(10, "chunksampler-state/4 torn"));
+  CHECK_FALSE(resume_or_start(10, fresh.substr(0, fresh.size() - 3)));
+  CHECK_THROWS_AS(resume_or_start(0, fresh), cs::ConfigError);
+}
+
+TEST_CASE("a launcher environment without a world size throws EnvironmentError", "[errors]") {
+  const std::map<std::string, std::string> env{{"RANK", "1"}};
+  const auto lookup = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK_THROWS_AS(cs::detail::dist_info_from(lookup), cs::EnvironmentError);
+  const auto nothing = [](const char*) -> const char* { return nullptr; };
+  CHECK_THROWS_AS(cs::detail::dist_info_from(nothing), cs::EnvironmentError);
+  const std::map<std::string, std::string> bad{{"RANK", "one"}, {"WORLD_SIZE", "2"}};
+  const auto bad_lookup = [&](const char* name) -> const char* {
+    const auto it = bad.find(name);
+    return it == bad.end() ? nullptr : it->second.c_str();
+  };
+  CHECK_THROWS_AS(cs::detail::dist_info_from(bad_lookup), cs::ConfigError);
+}
