@@ -281,8 +281,7 @@ struct Config {
             .num_samples = num_samples};
   }
   [[nodiscard]] cs::SequentialOptions sequential_options() const {
-    return {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .drop_last = drop_last, .mask = mask,
-            .seed = seed};
+    return {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .drop_last = drop_last, .mask = mask};
   }
   [[nodiscard]] cs::DistributedOptions dist_options() const {
     return {.enforce_equal_batches = enforce, .mode = mode, .remainder = remainder};

@@ -53,8 +53,8 @@ TEST_CASE("a bad configuration or argument throws ConfigError", "[errors]") {
   CHECK_THROWS_AS(sampler.n_batches(1'000, {.id = 2, .num_workers = 2}), cs::ConfigError);
   CHECK_THROWS_AS(sampler.state(1), cs::ConfigError);  // no epoch sampled yet
   CHECK_THROWS_AS(cs::DistributedSampler(sampler, cs::DistInfo{.rank = 2, .world_size = 2}), cs::ConfigError);
-  const cs::DistributedSampler dist(sampler, cs::DistInfo{.rank = 0, .world_size = 200});
-  CHECK_THROWS_AS(dist.validate(1'000), cs::ConfigError);  // 5 observations per rank: no whole batch
+  const cs::DistributedSampler dist(sampler, cs::DistInfo{.rank = 0, .world_size = 300});
+  CHECK_THROWS_AS(dist.validate(1'000), cs::ConfigError);  // 3 observations per rank: no whole batch of 5
 }
 
 TEST_CASE("a state that does not fit the sampler throws StateMismatchError", "[errors]") {

@@ -133,6 +133,8 @@ TEST_CASE("a state shows what users need through accessors that match its text",
   CHECK(state.num_workers() == 3);
   CHECK(state.worker() == 1);
   CHECK(state.fingerprint() == sampler.fingerprint());
+  // Pinned, as the README shows it: a change to the fingerprint would refuse every checkpoint.
+  CHECK(sampler.fingerprint() == 0xf1a12cb2b06ecb6bULL);
   const std::string text = state.to_string();
   CHECK(text == fmt::format("chunksampler-state/4 fingerprint={:016x} seed=11 epoch=4 n_obs=1000 batches_done=6 "
                             "world_size=1 num_workers=3 worker=1 plan_world_size=1 runs=all dealt_at=0",

@@ -193,7 +193,7 @@ class DistributedSampler {
   }
 
   /// Throws `ConfigError` if this rank's epoch over `n_obs` cannot be served.
-  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), std::nullopt, false); }
+  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), nullptr, false); }
 
   /// Batches this rank (or its worker) yields in a whole epoch, counted from the epoch's start;
   /// the same on every rank when `enforce_equal_batches`. While a restore is pending, the
