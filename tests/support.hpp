@@ -4,13 +4,16 @@
 // Shared helpers of the sampler tests: owning copies of requests, an epoch walker that maps every
 // batch position through its request's chunks to an observation, seeded integers, and a random
 // sampler configuration (with a generator of configurations every sampler can serve, and the draws
-// it is built from, for tests that draw their own kind of configuration).
+// it is built from, for tests that draw their own kind of configuration). The statistics of the
+// uniformity tests are in statistics.hpp, included here.
 
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
+
+#include "statistics.hpp"
 
 #include <fmt/format.h>
 #include <pcg_random.hpp>

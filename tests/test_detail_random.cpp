@@ -4,6 +4,8 @@
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/rng.hpp>
 
+#include "statistics.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,25 +22,10 @@
 
 namespace cs = chunksampler;
 namespace detail = chunksampler::detail;
+using support::chi_square;
+using support::chi_square_uniform;
 
 namespace {
-
-/// Pearson's chi-square statistic of `counts` against `expected` (same length).
-double chi_square(const std::vector<std::int64_t>& counts, const std::vector<double>& expected) {
-  double sum = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    const double d = static_cast<double>(counts[i]) - expected[i];
-    sum += d * d / expected[i];
-  }
-  return sum;
-}
-
-/// Chi-square against the uniform distribution over counts.size() cells.
-double chi_square_uniform(const std::vector<std::int64_t>& counts) {
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  return chi_square(counts, std::vector<double>(counts.size(), static_cast<double>(total) /
-                                                                   static_cast<double>(counts.size())));
-}
 
 /// True when `perm` evaluated on [0, n) hits every value of [0, n) exactly once.
 template <class Permutation>

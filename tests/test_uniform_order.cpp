@@ -21,13 +21,13 @@
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/random_sampler.hpp>
 
+#include "statistics.hpp"
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +35,10 @@
 namespace {
 
 namespace cs = chunksampler;
+using support::chi_square;
+using support::chi_square_uniform;
+using support::fair_coin_z;
+using support::wilson_hilferty_z;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr std::int64_t sample_divisor = 4;
@@ -47,12 +51,6 @@ constexpr std::int64_t samples(std::int64_t n) { return n / sample_divisor; }
 
 constexpr double z_limit = 5.0;
 constexpr double pair_limit = 5.5;
-
-// The Wilson-Hilferty z-score of a chi-square statistic with `df` degrees of freedom.
-double wilson_hilferty(double chi_square, double df) {
-  const double a = 2.0 / (9.0 * df);
-  return (std::cbrt(chi_square / df) - (1.0 - a)) / std::sqrt(a);
-}
 
 // 1 if `order` (a permutation of [0, n)) is odd.
 int parity(std::span<const std::uint32_t> order) {
@@ -103,33 +101,21 @@ class OrderStats {
   // The z-score of the position table. A whole permutation fixes the table's row and column
   // sums, (n - 1)^2 degrees of freedom; a partial order fixes the rows', length * (n - 1).
   [[nodiscard]] double position_z() const {
-    const double expected = static_cast<double>(count_) / static_cast<double>(n_);
-    double chi = 0;
-    for (const std::int64_t c : at_) chi += (static_cast<double>(c) - expected) * (static_cast<double>(c) - expected);
-    chi /= expected;
+    // Every cell expects count / n: the table holds count * length entries in n * length cells.
     const double df = static_cast<double>(length_ == n_ ? (n_ - 1) * (n_ - 1) : length_ * (n_ - 1));
-    return wilson_hilferty(chi, df);
+    return wilson_hilferty_z(chi_square_uniform(at_), df);
   }
   // The largest |z| over the pairs' "a before b" counts.
   [[nodiscard]] double pair_z() const {
     double worst = 0;
-    const auto total = static_cast<double>(count_);
     for (std::size_t a = 0; a < n_; ++a)
-      for (std::size_t b = a + 1; b < n_; ++b)
-        worst = std::max(worst, std::abs(2.0 * static_cast<double>(before_[a * n_ + b]) - total) / std::sqrt(total));
+      for (std::size_t b = a + 1; b < n_; ++b) worst = std::max(worst, fair_coin_z(before_[a * n_ + b], count_));
     return worst;
   }
   [[nodiscard]] double permutation_z() const {
-    const double expected = static_cast<double>(count_) / static_cast<double>(permutations_.size());
-    double chi = 0;
-    for (const std::int64_t c : permutations_)
-      chi += (static_cast<double>(c) - expected) * (static_cast<double>(c) - expected) / expected;
-    return wilson_hilferty(chi, static_cast<double>(permutations_.size() - 1));
+    return wilson_hilferty_z(chi_square_uniform(permutations_), static_cast<double>(permutations_.size() - 1));
   }
-  [[nodiscard]] double parity_z() const {
-    const auto total = static_cast<double>(count_);
-    return std::abs(2.0 * static_cast<double>(odd_) - total) / std::sqrt(total);
-  }
+  [[nodiscard]] double parity_z() const { return fair_coin_z(odd_, count_); }
   [[nodiscard]] std::int64_t odd() const { return odd_; }
   [[nodiscard]] std::int64_t count() const { return count_; }
 
@@ -210,7 +196,7 @@ template <class OrderOf>
 double parity_z(std::int64_t seeds, OrderOf&& order_of) {
   std::int64_t odd = 0;
   for (std::int64_t s = 0; s < seeds; ++s) odd += parity(order_of(s));
-  return std::abs(2.0 * static_cast<double>(odd) - static_cast<double>(seeds)) / std::sqrt(static_cast<double>(seeds));
+  return fair_coin_z(odd, seeds);
 }
 
 // How often epoch 0's order over n chunks is odd: |z| < 5. At 2^20 + 3 the 32 seeds are few,
@@ -297,23 +283,20 @@ TEST_CASE("uniform order: sampled positions at large sizes, over seeds", "[unifo
       }
     }
     // Bins hold n / 16 or one more chunk: the expected counts follow their sizes.
-    double chi = 0;
+    std::vector<double> expected(probes * probes);
     for (std::size_t p = 0; p < probes; ++p)
       for (std::size_t b = 0; b < probes; ++b) {
         const auto bins_n = static_cast<std::int64_t>(probes);  // chunk c is in bin floor(c * 16 / n)
         const std::int64_t lo = (static_cast<std::int64_t>(b) * n + bins_n - 1) / bins_n;
         const std::int64_t hi = (static_cast<std::int64_t>(b + 1) * n + bins_n - 1) / bins_n;
-        const double expected = static_cast<double>(seeds) * static_cast<double>(hi - lo) / static_cast<double>(n);
-        const double o = static_cast<double>(bins[p * probes + b]);
-        chi += (o - expected) * (o - expected) / expected;
+        expected[p * probes + b] = static_cast<double>(seeds) * static_cast<double>(hi - lo) / static_cast<double>(n);
       }
+    const double chi = chi_square(bins, expected);
     INFO(fmt::format("n = {}: position chi-square {:.1f} over {} cells", n, chi, probes * probes));
-    CHECK(wilson_hilferty(chi, static_cast<double>(probes * (probes - 1))) < z_limit);
+    CHECK(wilson_hilferty_z(chi, static_cast<double>(probes * (probes - 1))) < z_limit);
     for (std::size_t p = 0; p < probes; ++p) {
       INFO(fmt::format("n = {}: position {} before its neighbour in {} of {} orders", n, p, before[p], seeds));
-      CHECK(std::abs(2.0 * static_cast<double>(before[p]) - static_cast<double>(seeds)) /
-                std::sqrt(static_cast<double>(seeds)) <
-            pair_limit);
+      CHECK(fair_coin_z(before[p], seeds) < pair_limit);
     }
   }
 }

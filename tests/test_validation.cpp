@@ -2,6 +2,8 @@
 // value, at construction or before an epoch yields anything; the edges the rules allow do not throw.
 #include <chunksampler.hpp>
 
+#include "statistics.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -233,8 +235,7 @@ TEST_CASE("RandomSampler with replacement over a range shorter than a chunk: one
     REQUIRE(requests == 1);
   }
   // Chi-square with 3 degrees of freedom against 1,000 each: its 0.999 quantile is 16.3.
-  double chi = 0;
-  for (const std::int64_t count : starts) chi += static_cast<double>((count - 1000) * (count - 1000)) / 1000.0;
+  const double chi = support::chi_square(starts, std::vector<double>(4, 1000.0));
   INFO("starts 100..103: " << starts[0] << " " << starts[1] << " " << starts[2] << " " << starts[3]);
   CHECK(chi < 16.3);
 }

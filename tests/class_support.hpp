@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The ClassSampler tests' model of the specification, computed from the class codes directly
+// (valid chunk starts by class, the renormalized class probabilities), random configurations, and
+// the check of one epoch against the model, shared by test_class_*.cpp.
+
+#include <chunksampler/class_sampler.hpp>
+#include <chunksampler/distributed_sampler.hpp>
+
+#include "support.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace support::classes {
+
+using Codes = std::vector<std::int32_t>;
+using Dist = cs::DistributedSampler<cs::ClassSampler>;
+
+// ---------------------------------------------------------------------------------------------
+// A reference model of the semantics, computed from the codes directly.
+
+// The weight the specification gives class `c`: uniform when no weights are given.
+inline double weight_of(const std::vector<double>& weights, std::int32_t c) {
+  return weights.empty() ? 1.0 : weights[static_cast<std::size_t>(c)];
+}
+
+// Every valid chunk start inside `range`, by class: a start whose `chunk` rows lie in `range`
+// and in one run of a class with a positive weight.
+inline std::map<std::int32_t, std::vector<std::int64_t>> valid_starts(const Codes& codes,
+                                                                     const std::vector<double>& weights,
+                                                                     std::int64_t chunk, cs::Slice range) {
+  std::vector<std::int64_t> run_end(codes.size());
+  for (std::int64_t i = std::ssize(codes) - 1; i >= 0; --i) {
+    const auto u = static_cast<std::size_t>(i);
+    run_end[u] = i + 1 < std::ssize(codes) && codes[u + 1] == codes[u] ? run_end[u + 1] : i + 1;
+  }
+  std::map<std::int32_t, std::vector<std::int64_t>> starts;
+  for (std::int64_t s = range.start; s + chunk <= range.stop; ++s) {
+    const std::int32_t c = codes[static_cast<std::size_t>(s)];
+    if (weight_of(weights, c) > 0 && run_end[static_cast<std::size_t>(s)] >= s + chunk) starts[c].push_back(s);
+  }
+  return starts;
+}
+
+// The class probabilities the specification promises over `range`: the weights renormalized over
+// the classes holding a valid start there.
+inline std::map<std::int32_t, double> class_probabilities(const Codes& codes, const std::vector<double>& weights,
+                                                          std::int64_t chunk, cs::Slice range) {
+  std::map<std::int32_t, double> p;
+  double total = 0;
+  for (const auto& [c, starts] : valid_starts(codes, weights, chunk, range)) {
+    p[c] = weight_of(weights, c);
+    total += p[c];
+  }
+  for (auto& [c, w] : p) w /= total;
+  return p;
+}
+
+// Codes laid out as runs of (class, length).
+inline Codes runs_of(std::initializer_list<std::pair<std::int32_t, std::int64_t>> runs) {
+  Codes codes;
+  for (const auto& [c, length] : runs) codes.insert(codes.end(), static_cast<std::size_t>(length), c);
+  return codes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random configurations.
+
+struct ClassConfig {
+  Codes codes;
+  std::vector<double> weights;
+  cs::ClassOptions options;
+
+  [[nodiscard]] std::int64_t n_obs() const { return std::ssize(codes); }
+  [[nodiscard]] cs::Slice range() const { return options.mask.value_or(cs::Slice{0, n_obs()}); }
+  [[nodiscard]] std::int64_t used() const {
+    return options.drop_last ? options.num_samples / options.batch_size * options.batch_size : options.num_samples;
+  }
+  [[nodiscard]] cs::ClassSampler sampler() const { return cs::ClassSampler(codes, options); }
+  [[nodiscard]] std::string describe() const {
+    std::string runs;
+    for (std::size_t i = 0; i < codes.size();) {
+      std::size_t j = i;
+      while (j < codes.size() && codes[j] == codes[i]) ++j;
+      runs += fmt::format("{}x{} ", codes[i], j - i);
+      i = j;
+    }
+    const auto& o = options;
+    return fmt::format("chunk {} preload {} batch {} drop_last {} mask {} seed {} num_samples {} weights [{}] runs {}",
+                       o.chunk_size, o.preload_nchunks, o.batch_size, o.drop_last,
+                       o.mask ? fmt::format("[{}, {})", o.mask->start, o.mask->stop) : std::string("none"), o.seed,
+                       o.num_samples, fmt::join(o.class_weights, ", "), runs);
+  }
+};
+
+// Class codes as runs of random classes: runs of classes with a positive weight hold at least a
+// chunk, runs of excluded classes (weight 0) are often shorter. Some classes of the weights may
+// not occur at all.
+inline void draw_codes(ConfigRng& g, ClassConfig& c, std::int64_t n_runs, std::int64_t max_extra) {
+  const std::int64_t chunk = c.options.chunk_size;
+  const auto n_classes = static_cast<std::int32_t>(g.between(1, 6));
+  c.weights.clear();
+  if (g.between(0, 3) != 0) {
+    for (std::int32_t k = 0; k < n_classes; ++k)
+      c.weights.push_back(g.between(0, 3) == 0 ? 0.0 : static_cast<double>(g.between(1, 40)) / 8.0);
+    if (std::ranges::none_of(c.weights, [](double w) { return w > 0; }))
+      c.weights[static_cast<std::size_t>(g.between(0, n_classes - 1))] = 1.5;
+  }
+  c.codes.clear();
+  bool any_positive = false;
+  for (std::int64_t r = 0; r < n_runs || !any_positive; ++r) {
+    auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
+    if (r >= n_runs) {  // still no sampled class: take one
+      while (weight_of(c.weights, k) <= 0) k = (k + 1) % n_classes;
+    }
+    const bool positive = weight_of(c.weights, k) > 0;
+    any_positive = any_positive || positive;
+    const std::int64_t length = positive ? g.between(chunk, chunk + max_extra) : g.between(1, chunk + 2);
+    c.codes.insert(c.codes.end(), static_cast<std::size_t>(length), k);
+  }
+  c.options.class_weights = c.weights;
+}
+
+// A configuration every draw of which the sampler can serve: half the time with a mask that
+// still holds a valid start.
+inline ClassConfig random_config(ConfigRng& g) {
+  ClassConfig c;
+  support::Config shape;
+  support::draw_shape(g, shape, 8, 5);
+  c.options.chunk_size = shape.chunk;
+  c.options.preload_nchunks = shape.preload;
+  c.options.batch_size = shape.batch;
+  draw_codes(g, c, g.between(1, 14), 3 * shape.chunk + 4);
+  c.options.drop_last = g.coin();
+  c.options.seed = g.next();
+  c.options.num_samples = g.between(1, 5 * shape.chunk * shape.preload + 7);
+  if (g.coin()) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      const cs::Slice mask = g.sub_range(c.n_obs());
+      if (!valid_starts(c.codes, c.weights, c.options.chunk_size, mask).empty()) {
+        c.options.mask = mask;
+        break;
+      }
+    }
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The invariants of one epoch.
+
+// Checks one epoch `requests` of a sampler configured by `c` over `range` against the model.
+inline void check_epoch(const ClassConfig& c, cs::Slice range, std::int64_t used,
+                        const std::vector<OwnedRequest>& requests) {
+  const std::int64_t chunk = c.options.chunk_size;
+  const std::int64_t batch = c.options.batch_size;
+  const std::int64_t preload = c.options.preload_nchunks;
+  const std::int64_t group = batch / std::gcd(chunk, batch);
+  REQUIRE(preload % group == 0);  // groups tile requests: the divisibility rule implies it
+  const support::EpochRecord rec = support::record(requests);
+  REQUIRE(rec.n_batches() == ceil_div(used, batch));
+  REQUIRE(std::ssize(rec.draws) == used);
+  CHECK(rec.positions_valid());
+  CHECK(rec.batches_full_but_last(batch));
+  REQUIRE(std::ssize(rec.chunks) == ceil_div(used, chunk));
+  REQUIRE(std::ssize(requests) == ceil_div(used, chunk * preload));
+
+  // Chunks: full but the last (the remainder), each starting where a whole chunk fits in one
+  // run of a sampled class inside the range, one class per group.
+  const auto starts = valid_starts(c.codes, c.weights, chunk, range);
+  std::int32_t group_class = -1;
+  for (std::size_t i = 0; i < rec.chunks.size(); ++i) {
+    const cs::Slice& piece = rec.chunks[i];
+    INFO("chunk " << i << " [" << piece.start << ", " << piece.stop << ")");
+    const std::int64_t length = i + 1 < rec.chunks.size() ? chunk : used - static_cast<std::int64_t>(i) * chunk;
+    REQUIRE(piece.size() == length);
+    const std::int32_t k = c.codes[static_cast<std::size_t>(piece.start)];
+    REQUIRE(starts.contains(k));
+    REQUIRE(std::ranges::binary_search(starts.at(k), piece.start));
+    if (static_cast<std::int64_t>(i) % group == 0) group_class = k;
+    REQUIRE(k == group_class);
+  }
+
+  // Requests: preload chunks but the last; batch b is the buffer rows [b * batch, ...) in some order.
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    const OwnedRequest& request = requests[r];
+    if (r + 1 < requests.size()) REQUIRE(std::ssize(request.chunks) == preload);
+    for (std::size_t b = 0; b < request.batches.size(); ++b) {
+      std::vector<std::int64_t> rows = request.batches[b];
+      std::ranges::sort(rows);
+      std::vector<std::int64_t> expected(rows.size());
+      std::iota(expected.begin(), expected.end(), static_cast<std::int64_t>(b) * batch);
+      REQUIRE(rows == expected);
+    }
+  }
+
+  // No batch mixes classes, and every row is of a sampled class.
+  for (const std::vector<std::int64_t>& b : support::observations(requests)) {
+    REQUIRE(!b.empty());
+    const std::int32_t k = c.codes[static_cast<std::size_t>(b.front())];
+    REQUIRE(weight_of(c.weights, k) > 0);
+    for (const std::int64_t obs : b) {
+      REQUIRE(range.contains(obs));
+      REQUIRE(c.codes[static_cast<std::size_t>(obs)] == k);
+    }
+  }
+}
+
+}  // namespace support::classes
