@@ -86,7 +86,7 @@ struct ClassConfig {
   [[nodiscard]] std::int64_t n_obs() const { return std::ssize(codes); }
   [[nodiscard]] cs::Slice range() const { return options.mask.value_or(cs::Slice{0, n_obs()}); }
   [[nodiscard]] std::int64_t used() const {
-    return options.drop_last ? options.num_samples / options.batch_size * options.batch_size : options.num_samples;
+    return options.drop_last ? *options.num_samples / options.batch_size * options.batch_size : *options.num_samples;
   }
   [[nodiscard]] cs::ClassSampler sampler() const { return cs::ClassSampler(codes, options); }
   [[nodiscard]] std::string describe() const {
@@ -101,7 +101,7 @@ struct ClassConfig {
     return fmt::format("chunk {} preload {} batch {} drop_last {} mask {} seed {} num_samples {} weights [{}] runs {}",
                        o.chunk_size, o.preload_nchunks, o.batch_size, o.drop_last,
                        o.mask ? fmt::format("[{}, {})", o.mask->start, o.mask->stop) : std::string("none"), o.seed,
-                       o.num_samples, fmt::join(o.class_weights, ", "), runs);
+                       *o.num_samples, fmt::join(o.class_weights, ", "), runs);
   }
 };
 

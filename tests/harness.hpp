@@ -96,10 +96,10 @@ void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs:
   for (const std::int64_t b : resume_points(n, g)) {
     INFO("resumed after " << b << " of " << n << " batches");
     const cs::SamplerState state = played.state(b);
-    CHECK(state.epoch == epoch);
-    CHECK(state.batches_done == b);
-    CHECK(state.worker == worker.id);
-    CHECK(state.num_workers == worker.num_workers);
+    CHECK(state.epoch() == epoch);
+    CHECK(state.batches_done() == b);
+    CHECK(state.worker() == worker.id);
+    CHECK(state.num_workers() == worker.num_workers);
     const std::string text = state.to_string();
     INFO(text);
     const cs::SamplerState parsed = cs::SamplerState::parse(text);
@@ -164,7 +164,7 @@ void check_workers(const Make& make, std::int64_t n_obs, std::int64_t k, bool wh
     const cs::WorkerInfo worker{.id = i, .num_workers = k};
     auto s = make();
     const std::int64_t announced = s.n_batches(n_obs, worker);
-    CHECK(s.n_iters(n_obs, worker) == announced);
+    CHECK(s.n_batches(n_obs, worker) == announced);
     auto range = s.sample(n_obs, worker);
     const std::int64_t in_range = range.n_batches();
     shares.push_back(collect(range));

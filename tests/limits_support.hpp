@@ -69,8 +69,8 @@ std::vector<OwnedRequest> first_requests(Range&& range, std::size_t count) {
 template <class S>
 void skip_to(S& sampler, std::int64_t batches_done, std::int64_t n_obs = two62) {
   cs::SamplerState state = sampler.state(0);
-  state.n_obs = n_obs;
-  state.batches_done = batches_done;
+  state = support::edited(state, [&](cs::detail::StateFields& f) { f.n_obs = n_obs; });
+  state = support::edited(state, [&](cs::detail::StateFields& f) { f.batches_done = batches_done; });
   sampler.restore(cs::SamplerState::parse(state.to_string()));
 }
 

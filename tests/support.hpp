@@ -10,6 +10,7 @@
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/random_sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 
@@ -31,6 +32,21 @@
 namespace support {
 
 namespace cs = chunksampler;
+
+/// Every field of `state`, the distributed layout included (what a restore reads). Tests look
+/// at the internals through this; users see the accessors.
+[[nodiscard]] inline const cs::detail::StateFields& fields(const cs::SamplerState& state) {
+  return cs::detail::StateAccess::fields(state);
+}
+
+/// `state` with its fields changed by `edit`, checked as `SamplerState::parse` checks text
+/// (a field out of range throws `cs::StateFormatError`).
+template <class Edit>
+[[nodiscard]] cs::SamplerState edited(const cs::SamplerState& state, Edit&& edit) {
+  cs::detail::StateFields f = fields(state);
+  std::forward<Edit>(edit)(f);
+  return cs::detail::StateAccess::make(f);
+}
 
 /// An owning copy of one `LoadRequest`: its chunks and its batches, as yielded.
 struct OwnedRequest {

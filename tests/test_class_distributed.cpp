@@ -51,7 +51,7 @@ ClassConfig distributed_config(ConfigRng& g, std::int64_t world) {
   c.options.drop_last = g.coin();
   c.options.seed = g.next();
   c.options.num_samples = g.between(world * shape.batch, 4 * world * shape.chunk * shape.preload);
-  if (c.options.num_samples == c.n_obs()) ++c.options.num_samples;
+  if (c.options.num_samples == c.n_obs()) c.options.num_samples = *c.options.num_samples + 1;
   return c;
 }
 
@@ -120,7 +120,7 @@ TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its sha
     INFO(c.describe() << " world " << world);
     const std::int64_t batch = c.options.batch_size;
     const std::int64_t per_rank = c.n_obs() / world / batch * batch;
-    const std::int64_t budget = c.options.num_samples / world / batch * batch;
+    const std::int64_t budget = *c.options.num_samples / world / batch * batch;
     std::vector<std::vector<OwnedRequest>> epochs;
     for (std::int64_t r = 0; r < world; ++r) {
       INFO("rank " << r);
@@ -146,7 +146,7 @@ TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of 
     const ClassConfig c = distributed_config(g, world);
     INFO(c.describe() << " world " << world);
     const std::int64_t batch = c.options.batch_size;
-    const std::int64_t kept = c.options.num_samples / (world * batch) * (world * batch);
+    const std::int64_t kept = *c.options.num_samples / (world * batch) * (world * batch);
     const std::uint64_t epoch = static_cast<std::uint64_t>(g.between(0, 3));
     // The job's plan: the whole range, kept positions, on the stream all ranks share.
     cs::ClassSampler job = at_epoch(c.sampler().with_shard({.mask = {0, c.n_obs()}, .stream = ~std::uint64_t{0},

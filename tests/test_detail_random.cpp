@@ -342,8 +342,8 @@ TEST_CASE("mix64 and derive: pinned values", "[detail_random]") {
   STATIC_REQUIRE(detail::derive(0, 0) == 0x48218226ff3cd4bfULL);
   STATIC_REQUIRE(detail::derive(1, 2) == 0xf2826f98653e9e57ULL);
   STATIC_REQUIRE(detail::derive(2, 1) == 0x081a5c1377856b73ULL);
-  STATIC_REQUIRE(cs::Rng(7).key(3, 1) == 0xdfd36d8dc819bc44ULL);
-  STATIC_REQUIRE(cs::Rng(7).spawn(2).key(0, 2) == 0xce0d0ae759a863f8ULL);
+  STATIC_REQUIRE(cs::detail::RngAccess::key(cs::Rng(7), 3, cs::detail::Purpose{1}) == 0xdfd36d8dc819bc44ULL);
+  STATIC_REQUIRE(cs::detail::RngAccess::key(cs::Rng(7).spawn(2), 0, cs::detail::Purpose{2}) == 0xce0d0ae759a863f8ULL);
 }
 
 TEST_CASE("mix64: every input bit affects every output bit (avalanche)", "[detail_random]") {
@@ -394,16 +394,16 @@ TEST_CASE("Rng: seed, spawn and key are deterministic, and spawn paths are order
   STATIC_REQUIRE(root.spawn(0) != root);
   STATIC_REQUIRE(cs::Rng(1).spawn(0) != cs::Rng(0).spawn(1));
 
-  STATIC_REQUIRE(root.key(0, 1) == root.key(0, 1));
-  STATIC_REQUIRE(root.key(0, 1) != root.key(1, 0));
-  STATIC_REQUIRE(root.key(0, 1) != root.key(0, 2));
-  STATIC_REQUIRE(root.key(0, 1) != root.spawn(1).key(0, 1));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) == cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root, 1, cs::detail::Purpose{0}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{2}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root.spawn(1), 0, cs::detail::Purpose{1}));
 
   // different ranks and epochs never share a key, for a run of them
   std::set<std::uint64_t> keys;
   for (std::uint64_t rank = 0; rank < 16; ++rank)
     for (std::uint64_t epoch = 0; epoch < 16; ++epoch)
-      for (std::uint64_t purpose = 1; purpose <= 2; ++purpose) keys.insert(root.spawn(rank).key(epoch, purpose));
+      for (std::uint64_t purpose = 1; purpose <= 2; ++purpose) keys.insert(cs::detail::RngAccess::key(root.spawn(rank), epoch, cs::detail::Purpose{purpose}));
   REQUIRE(keys.size() == 16 * 16 * 2);
 }
 

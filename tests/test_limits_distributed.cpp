@@ -247,11 +247,11 @@ TEST_CASE("elastic restarts at 2^62: 4 ranks to 3, and 2^16 ranks to 3", "[limit
       REQUIRE(first_requests(range, 1).at(0) == reference(j * block + read + at));
       // A state of the new job records the dealt runs and where they were dealt.
       const cs::SamplerState again = rank.state(narrow(read + 5));
-      REQUIRE(again.dealt_at == narrow(read));
-      REQUIRE(again.runs.has_value());
-      REQUIRE(again.runs->size() == static_cast<std::size_t>(old_world));
-      REQUIRE(again.runs->front() == cs::BatchRun{narrow(read), narrow(block)});
-      REQUIRE(again.runs->back() == cs::BatchRun{narrow((old_world - 1) * block + read), two62});
+      REQUIRE(support::fields(again).dealt_at == narrow(read));
+      REQUIRE(support::fields(again).runs.has_value());
+      REQUIRE(support::fields(again).runs->size() == static_cast<std::size_t>(old_world));
+      REQUIRE(support::fields(again).runs->front() == cs::BatchRun{narrow(read), narrow(block)});
+      REQUIRE(support::fields(again).runs->back() == cs::BatchRun{narrow((old_world - 1) * block + read), two62});
     }
   }
 }
@@ -268,7 +268,7 @@ TEST_CASE("an elastic restore of a state that claims up to 2^62 ranks looks at n
       (void)old_rank.sample(1000);
       cs::SamplerState state = old_rank.state(0);
       for (const std::int64_t claimed : {two62, two62 - 1, std::int64_t{1} << 40}) {
-        state.world_size = claimed;
+        state = support::edited(state, [&](cs::detail::StateFields& f) { f.world_size = claimed; });
         // The plan's 100 batches in blocks of 100 / claimed: none with drop and equal batches,
         // else one each for the first 100 ranks (pad rounds up, unequal blocks give the rest
         // out one by one), all unread and dealt to 2 ranks.
@@ -302,9 +302,9 @@ TEST_CASE("contiguous shards at 2^62: a state near the end of a rank's 2^60 batc
 
   rank.set_epoch(0);
   skip_to(rank, per_rank + 1);
-  REQUIRE_INVALID(rank.sample(two62), Contains("state's batches (1152921504606846977) exceed the 1152921504606846976"));
+  REQUIRE_INVALID(rank.sample(two62), Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
   // The refused state is still pending: n_batches refuses it too, as sample() does.
-  REQUIRE_INVALID(rank.n_batches(two62), Contains("state's batches (1152921504606846977) exceed the 1152921504606846976"));
+  REQUIRE_INVALID(rank.n_batches(two62), Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
 
   // Worker 2 of 3 reads requests 2, 5, ...: (2^60 - 3) / 3 + 1 of them; its last is request
   // 2 + 3 * ((2^60 - 3) / 3).
@@ -314,7 +314,7 @@ TEST_CASE("contiguous shards at 2^62: a state near the end of a rank's 2^60 batc
   REQUIRE(rank.n_batches(two62, worker) == mine);
   (void)rank.sample(two62, worker);
   const cs::SamplerState state = rank.state(mine - 1);
-  REQUIRE(state.worker == 2);
+  REQUIRE(state.worker() == 2);
   cs::DistributedSampler resumed(base, cs::DistInfo{.rank = 3, .world_size = 4});
   resumed.restore(state);
   const std::vector<OwnedRequest> worker_last = first_requests(resumed.sample(two62, worker), 2);
@@ -378,16 +378,16 @@ TEST_CASE("an elastic restart inside epoch 2^64 - 1 keeps its dealt runs across 
   four.set_epoch(last_epoch);
   (void)four.sample(n_obs);
   const cs::SamplerState at_10 = four.state(10);
-  REQUIRE(at_10.epoch == last_epoch);
+  REQUIRE(at_10.epoch() == last_epoch);
 
   cs::DistributedSampler three(base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
   three.restore(at_10);
   const std::vector<OwnedRequest> rest = support::epoch(three, n_obs);
   REQUIRE(three.epoch() == 0);
   const cs::SamplerState at_15 = three.state(15);
-  REQUIRE(at_15.epoch == last_epoch);
-  REQUIRE(at_15.dealt_at == 10);
-  REQUIRE(at_15.runs.has_value());
+  REQUIRE(at_15.epoch() == last_epoch);
+  REQUIRE(support::fields(at_15).dealt_at == 10);
+  REQUIRE(support::fields(at_15).runs.has_value());
   // A second restart on 3 ranks continues the first, batch for batch.
   cs::DistributedSampler again(base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
   again.restore(cs::SamplerState::parse(at_15.to_string()));

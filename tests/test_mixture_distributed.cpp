@@ -52,7 +52,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on 
       Dist dist(cs::MixtureSampler(sizes, options), info, {.mode = mode});
       const Requests epoch0 = support::epoch(dist, 200);
       const cs::SamplerState before = dist.state(2);
-      dist.sampler().update_weights(other);
+      dist.update_weights(other);
       // The next epoch is what a job built with the new weights plays; dataset 1 is never read.
       Dist built(cs::MixtureSampler(sizes, other_options), info, {.mode = mode});
       built.set_epoch(1);
@@ -65,9 +65,9 @@ TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on 
       // never played; set back, the state continues the first epoch exactly.
       Dist stale(cs::MixtureSampler(sizes, options), info, {.mode = mode});
       stale.restore(before);
-      stale.sampler().update_weights(other);
+      stale.update_weights(other);
       CHECK_THROWS_WITH(stale.sample(200), Contains("fingerprint"));
-      stale.sampler().update_weights({1, 1, 1});
+      stale.update_weights({1, 1, 1});
       CHECK(support::collect(stale.sample(200)) == after(epoch0, 2));
     }
   }
@@ -317,8 +317,8 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
         const cs::Slice shard = dist.shard(two62);
         const std::int64_t n = dist.n_batches(two62);
         cs::SamplerState state = dist.state(0);  // the epoch's start, moved to the point of its middle
-        state.n_obs = two62;
-        state.batches_done = n / 2 + 1;
+        state = support::edited(state, [&](cs::detail::StateFields& f) { f.n_obs = two62; });
+        state = support::edited(state, [&](cs::detail::StateFields& f) { f.batches_done = n / 2 + 1; });
         Mixture resumed(mix, cs::DistInfo{.rank = r, .world_size = world});
         resumed.restore(state);
         auto range = resumed.sample(two62);

@@ -78,7 +78,7 @@ TEST_CASE("MixtureSampler is a DistributableSampler and DistributedSampler wraps
   CHECK_FALSE(mix.num_samples());
   CHECK(mix.epoch_size(180) == 180);
   CHECK(mix.n_batches(180) == 36);
-  CHECK(mix.n_iters(200) == 36);
+  CHECK(mix.n_batches(200) == 36);
   CHECK(mix.rng() == cs::Rng(cs::default_seed));
   CHECK(cs::MixtureSampler({7}, {.chunk_size = 7, .preload_nchunks = 1, .batch_size = 7}).weights() ==
         std::vector<double>{1});

@@ -66,7 +66,7 @@ TEST_CASE("a state is refused for another n_obs, naming both sizes", "[restore]"
     cs::RandomSampler s({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
     (void)s.sample(100);
     const cs::SamplerState st = s.state(3);
-    CHECK(st.n_obs == 100);
+    CHECK(st.n_obs() == 100);
     cs::RandomSampler t({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
     t.restore(cs::SamplerState::parse(st.to_string()));
     // (Catch2 v2's combined matchers hold their parts by reference: spelled out in each check.)
@@ -91,7 +91,7 @@ TEST_CASE("a state is refused for another n_obs, naming both sizes", "[restore]"
     cs::RandomSampler s({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
     s.set_epoch(4);
     const cs::SamplerState start = s.state(0);
-    CHECK_FALSE(start.n_obs);
+    CHECK_FALSE(start.n_obs());
     CHECK(start.to_string().find(" n_obs=any ") != std::string::npos);
     CHECK_THROWS_WITH(s.state(1), Contains("batches_done (1) must be 0 before sample() has begun the epoch"));
     cs::RandomSampler t({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
@@ -111,7 +111,7 @@ TEST_CASE("an elastic restore past the end of the epoch is refused on any world 
     for (const std::int64_t done : {79, 1000}) {
       Dist d(issue_base, cs::DistInfo{.rank = 0, .world_size = world}, global);
       d.restore(a.state(done));
-      const std::string past_the_end = fmt::format("state's batches ({}) exceed the 78 batches", done);
+      const std::string past_the_end = fmt::format("state's batches_done ({}) exceed the 78 batches", done);
       CHECK_THROWS_WITH(d.sample(10'007), Contains(past_the_end));
       CHECK_THROWS_WITH(d.n_batches(10'007), Contains(past_the_end));
       CHECK(d.epoch() == 0);
@@ -194,7 +194,7 @@ TEST_CASE("n_batches(), n_batches_left() and shard() speak of the restored epoch
       Dist d(issue_base, cs::DistInfo{.rank = 0, .world_size = world}, global);
       d.restore(st);
       CHECK(d.n_batches(10'007) == 37 + left);
-      CHECK(d.n_iters(10'007) == 37 + left);
+      CHECK(d.n_batches(10'007) == 37 + left);
       CHECK(d.n_batches_left(10'007) == left);
       CHECK(support::n_batches(support::collect(d.sample(10'007))) == left);
       // Played: the next epoch is a fresh one on this world size.
@@ -333,7 +333,7 @@ std::optional<Batches> resume_job(const support::Config& changed, const std::str
       why = refusal([&] { read = support::observations(support::collect(d.sample(changed.n_obs, worker))); });
       CHECK(counted == why);
       if (!why.empty()) return std::nullopt;
-      CHECK(whole - left == state.batches_done);
+      CHECK(whole - left == state.batches_done());
       CHECK(static_cast<std::int64_t>(read->size()) == left);
       out.insert(out.end(), read->begin(), read->end());
     }

@@ -268,7 +268,7 @@ TEST_CASE("resume: the middle of an epoch over 10^12 observations is served at o
     // The resumed request is the plan's request holding the batch, filled on its own.
     auto resumed = base;
     const std::int64_t done = 3'906'250'000 / 2 + 7;
-    resumed.restore(cs::SamplerState{.fingerprint = base.fingerprint(),
+    resumed.restore(cs::detail::StateAccess::make({.fingerprint = base.fingerprint(),
                                      .seed = 12,
                                      .epoch = 5,
                                      .n_obs = n_obs,
@@ -278,7 +278,7 @@ TEST_CASE("resume: the middle of an epoch over 10^12 observations is served at o
                                      .num_workers = 1,
                                      .worker = 0,
                                      .runs = std::nullopt,
-                                     .dealt_at = 0});
+                                     .dealt_at = 0}));
     const std::vector<OwnedRequest> requests = first_requests(resumed.sample(n_obs), 1);
     cs::RequestBuffers buffers;
     const std::int64_t k = plan.request_of(done);

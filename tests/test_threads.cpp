@@ -5,7 +5,7 @@
 //     table read-only, through a shared_ptr to const): one sampler per thread, any calls.
 //  2. The const members of one sampler (n_batches, validate, epoch_size, plan, state,
 //     fingerprint, shard, ...) may run on many threads at once while no thread calls a non-const
-//     one (sample, set_epoch, restore, update_weights, the non-const sampler()).
+//     one (sample, set_epoch, restore, update_weights).
 //  3. A range from sample() needs nothing of its sampler: another thread may read it while the
 //     sampler samples on, changes or is destroyed. A range is one input stream: one thread at a
 //     time reads it, handed over with a happens-before (a join, a mutex, ...).
@@ -129,7 +129,7 @@ void change(S& sampler, std::size_t epoch) {
   if constexpr (std::is_same_v<S, cs::MixtureSampler>)
     sampler.update_weights(weights);
   else if constexpr (std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>)
-    sampler.sampler().update_weights(weights);
+    sampler.update_weights(weights);
   else if (epoch == 1)
     sampler.set_epoch(10);
 }
@@ -153,7 +153,7 @@ Answers ask(const S& sampler) {
   Answers a;
   sampler.validate(n_obs);
   a.batches = sampler.n_batches(n_obs);
-  a.worker_batches = sampler.n_iters(n_obs, cs::WorkerInfo{.id = 1, .num_workers = 3});
+  a.worker_batches = sampler.n_batches(n_obs, cs::WorkerInfo{.id = 1, .num_workers = 3});
   a.epoch = sampler.epoch();
   a.fingerprint = sampler.fingerprint();
   a.state = sampler.state(a.batches / 2).to_string();

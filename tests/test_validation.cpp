@@ -149,7 +149,7 @@ TEST_CASE("n_obs: validate, n_batches and sample throw, before yielding anything
     CAPTURE(n_obs);
     REQUIRE_INVALID(random.validate(n_obs), Contains("RandomSampler") && matcher);
     REQUIRE_INVALID(random.n_batches(n_obs), Contains("RandomSampler") && matcher);
-    REQUIRE_INVALID(random.n_iters(n_obs), matcher);
+    REQUIRE_INVALID(random.n_batches(n_obs), matcher);
     REQUIRE_INVALID(random.sample(n_obs), matcher);  // the call itself throws, not the first increment
     REQUIRE_INVALID(sequential.validate(n_obs), Contains("SequentialSampler") && matcher);
     REQUIRE_INVALID(sequential.n_batches(n_obs), matcher);

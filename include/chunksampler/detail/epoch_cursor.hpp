@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/worker_info.hpp>
@@ -69,9 +70,12 @@ class EpochCursor {
   WorkerInfo worker_;
 };
 
-/// Throws unless a state at `batches_done` can be taken in an epoch tied to `n_obs`: a point
-/// inside an epoch needs the size that epoch was sampled over.
+/// Throws `ConfigError` unless a state at `batches_done` can be taken in an epoch tied to
+/// `n_obs`: a count in `[0, 2^62]`, and a point inside an epoch needs the size that epoch was
+/// sampled over.
 inline void check_state_point(std::string_view sampler, std::optional<std::int64_t> n_obs, std::int64_t batches_done) {
+  if (batches_done < 0 || batches_done > max_size)
+    throw_config("{}: state: batches_done ({}) must be in [0, 2^62]", sampler, batches_done);
   if (!n_obs && batches_done != 0)
     throw_config(
         "{}: state: batches_done ({}) must be 0 before sample() has begun the epoch: a point inside an epoch is "
