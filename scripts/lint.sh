@@ -19,7 +19,7 @@ if ! report="$("$root/scripts/format.sh" --check 2>&1)"; then
   violations="$(sed -n 's/^\([^ ]*\):\([0-9]*\):[0-9]*: error: code should be clang-formatted.*/\1 \2/p' <<<"$report")"
   if [ -n "$violations" ]; then
     awk '!seen[$0]++ { if (!($1 in n)) { order[++files] = $1; first[$1] = $2 } n[$1]++ }
-         END { for (i = 1; i <= files; i++) printf "%s:%s: %d places to reformat\n", order[i], first[order[i]], n[order[i]] }' \
+         END { for (i = 1; i <= files; i++) printf "%s:%s: %d place%s to reformat\n", order[i], first[order[i]], n[order[i]], n[order[i]] == 1 ? "" : "s" }' \
       <<<"$violations" >&2
     echo "lint: not laid out as .clang-format says; scripts/format.sh rewrites them (git diff shows how)" >&2
   else
