@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers), then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, and
-# once more under ThreadSanitizer.
+# consumers) and the lint (scripts/lint.sh), then the suite again under AddressSanitizer and
+# UndefinedBehaviorSanitizer, once more under ThreadSanitizer, and the fuzz targets briefly.
 #   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,11 @@ jobs=$(nproc)
 cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
 cmake --build --preset dev -j "$jobs"
 ctest --preset dev -j "$jobs"
+
+# clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the
+# sanitizer and fuzz runs below have still had their say.
+lint_status=0
+bash scripts/lint.sh || lint_status=$?
 
 cmake --preset sanitize -DCHUNKSAMPLER_REQUIRE_MPI=ON -DCHUNKSAMPLER_TEST_CONSUMERS=OFF -DCHUNKSAMPLER_BUILD_BENCHMARKS=OFF
 cmake --build --preset sanitize -j "$jobs"
@@ -34,3 +39,8 @@ ensure_packages clang libclang-rt-14-dev
 cmake --preset fuzz
 cmake --build --preset fuzz -j "$jobs"
 ctest --preset fuzz
+
+if [ "$lint_status" -ne 0 ]; then
+  echo "scripts/lint.sh failed (see its report above)" >&2
+  exit "$lint_status"
+fi
