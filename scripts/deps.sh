@@ -39,5 +39,5 @@ build_planner() {
   ensure_example_packages
   cmake --preset release -S "$root" -DCHUNKSAMPLER_BUILD_TESTS=OFF >/dev/null
   cmake --build "$root/build/release" --target shard_plan -j "$(nproc)" >/dev/null
-  echo "$root/build/release/examples/shard_plan"
+  echo "$root/build/release/examples/shard_plan/shard_plan"
 }
