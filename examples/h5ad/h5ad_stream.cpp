@@ -19,7 +19,7 @@
 
 #include "common/cli.hpp"
 #include "common/failures.hpp"
-#include "common/mpi_gather.hpp"
+#include "common/mpi_job.hpp"
 #include "common/parse.hpp"
 
 #include <chunksampler.hpp>
@@ -631,20 +631,6 @@ int run(int argc, const char* const* argv, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  int world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int status = 1;
-  try {
-    status = run(argc, argv, rank, world);
-  } catch (const std::exception& e) {
-    // Other ranks may be waiting in a collective for this one: end them all.
-    fmt::print(stderr, "h5ad_stream: rank {}: {}\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return status;
+  return examples::mpi_main(argc, argv, "h5ad_stream",
+                            [&](int rank, int world) { return run(argc, argv, rank, world); });
 }

@@ -25,7 +25,7 @@
 
 #include <chunksampler.hpp>
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
-#include "common/mpi_gather.hpp"
+#include "common/mpi_job.hpp"
 
 #include <chunksampler/mpi.hpp>
 #include <mpi.h>
@@ -495,18 +495,9 @@ int main_of(int argc, const char* const* argv, bool speaks) {
 
 int main(int argc, char** argv) {
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int status = 0;
-  try {
-    status = main_of(argc, argv, rank == 0);  // a bad argument is the same on every rank: all exit with 2
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "rank_job: rank {}: {}\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may wait in a collective
-  }
-  MPI_Finalize();
-  return status;
+  // A bad argument is the same on every rank: all exit with 2, and rank 0 says why.
+  return examples::mpi_main(argc, argv, "rank_job",
+                            [&](int rank, int) { return main_of(argc, argv, rank == 0); });
 #else
   try {
     return main_of(argc, argv, true);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Gathering every rank's values to rank 0, for the MPI examples' checks. MPI's default error
-// handler aborts the job on any failure, so MPI return values are not checked.
+// What the MPI examples do around their work: start and end MPI, end the whole job when one rank
+// fails, and gather every rank's values to rank 0 for the checks. MPI's default error handler
+// aborts the job on any failure, so MPI return values are not checked.
 
 #pragma once
 
@@ -9,13 +10,38 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <limits>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 namespace examples {
+
+/// Runs `body(rank, world_size)` between MPI_Init and MPI_Finalize and returns the exit status it
+/// returns. An exception ends the whole job: the other ranks may be waiting in a collective for
+/// this one.
+template <class Body>
+int mpi_main(int& argc, char**& argv, std::string_view program, Body body) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  int world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int status = 1;
+  try {
+    status = body(rank, world);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: rank {}: {}\n", program, rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return status;
+}
 
 template <class T>
 MPI_Datatype mpi_type() {
