@@ -8,6 +8,8 @@
 //
 //   checkpoint            # prints what it checked; exit status 1 if anything differs
 
+#include "common/training.hpp"
+
 #include <chunksampler.hpp>
 
 #include <fmt/format.h>
@@ -15,7 +17,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,24 +43,19 @@ std::vector<Batch> train(std::int64_t rank, std::int64_t world_size, const std::
   cs::DistributedSampler sampler(base, cs::DistInfo{.rank = rank, .world_size = world_size}, options);
   std::int64_t done = 0;
   if (checkpoints == Checkpoints::restore) {
-    std::ifstream in{state_file};
-    std::string line;
-    std::getline(in, line);
-    const cs::SamplerState state = cs::SamplerState::parse(line);
+    const cs::SamplerState state = examples::read_state(state_file);
     sampler.restore(state);
     done = state.batches_done;
   }
   std::vector<Batch> trained;
-  std::vector<std::int64_t> rows;
+  std::vector<std::int64_t> rows;  // the buffer a loader would fill: here just the observation ids
   for (const cs::LoadRequest& request : sampler.sample(n_obs)) {
-    rows.clear();  // the buffer a loader would fill: here just the observation ids
-    for (const cs::Slice chunk : request.chunks)
-      for (std::int64_t obs = chunk.start; obs < chunk.stop; ++obs) rows.push_back(obs);
+    examples::fill_buffer(request.chunks, rows);
     for (auto batch : request.splits) {
       if (done == stop_at) return trained;
-      Batch& b = trained.emplace_back();
-      for (const std::int64_t position : batch) b.push_back(rows[static_cast<std::size_t>(position)]);
-      if (++done % 5 == 0 && rank == 0 && checkpoints == Checkpoints::save) std::ofstream{state_file} << sampler.state(done).to_string() << '\n';
+      trained.push_back(examples::batch_rows(rows, batch));
+      if (++done % 5 == 0 && rank == 0 && checkpoints == Checkpoints::save)
+        examples::write_state(state_file, sampler.state(done));
     }
   }
   return trained;
@@ -79,8 +75,7 @@ int main() {
 
   std::vector<std::vector<Batch>> before;
   for (std::int64_t r = 0; r < 4; ++r) before.push_back(train(r, 4, state_file, Checkpoints::save, stop_at));
-  std::string saved;
-  std::getline(std::ifstream{state_file}, saved);
+  const std::string saved = examples::read_line(state_file);
   fmt::print("stopped 4 ranks after {} batches; saved state: {}\n", stop_at, saved);
 
   const std::size_t resumed_at = 35;  // the last state saved before the stop

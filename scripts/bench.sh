@@ -10,4 +10,4 @@ ensure_build_packages
 ensure_packages libbenchmark-dev libtorch-dev
 cmake --preset bench -S "$root" >/dev/null
 cmake --build "$root/build/bench" --target chunksampler_bench -j "$(nproc)" >/dev/null
-exec "$root/build/bench/bench/chunksampler_bench" "$@"
+exec "$root/build/bench/benchmarks/chunksampler_bench" "$@"

@@ -27,11 +27,17 @@ ensure_build_packages() {
   ensure_packages g++ cmake make libfmt-dev libpcg-cpp-dev
 }
 
+# What the example programs need beyond the library: CLI11 parses their command lines.
+ensure_example_packages() {
+  ensure_packages libcli11-dev
+}
+
 # Builds the shard planner in Release (the main job's binary) and prints its path.
 build_planner() {
   local root="$1"
   ensure_build_packages
+  ensure_example_packages
   cmake --preset release -S "$root" -DCHUNKSAMPLER_BUILD_TESTS=OFF >/dev/null
   cmake --build "$root/build/release" --target shard_plan -j "$(nproc)" >/dev/null
-  echo "$root/build/release/examples/shard_plan"
+  echo "$root/build/release/examples/shard_plan/shard_plan"
 }

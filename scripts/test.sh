@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_build_packages
+# The example programs' command lines (CLI11).
+ensure_example_packages
 # The multi-process jobs: mpirun, torchrun, HDF5 and AnnData (for the .h5ad fixture).
 ensure_packages catch2 libopenmpi-dev openmpi-bin python3-torch libhdf5-dev python3-anndata
 # The benchmarks, built and run once on a tiny N, beside their libtorch peer.

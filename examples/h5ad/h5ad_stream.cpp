@@ -12,9 +12,15 @@
 //   /usr/bin/python3 examples/h5ad/make_h5ad.py cells.h5ad --cells 6000 --genes 2000 --density 0.05 --seed 1
 //   mpirun -np 4 build/dev/examples/h5ad/h5ad_stream cells.h5ad --epochs 2
 //
-// Options (defaults): --epochs N (2) --chunk-size C (50) --preload P (4) --batch-size B (50)
-// --mode contiguous|global (contiguous) --seed S (0). Prints PASS and exits 0, or FAIL and 1;
-// a bad argument or a file that is not a CSR .h5ad is one line on stderr and exit code 2.
+// Options (defaults, `h5ad_stream --help` lists them): --epochs N (2) --chunk-size C (50)
+// --preload P (4) --batch-size B (50) --mode contiguous|global (contiguous) --seed S (0). Prints
+// PASS and exits 0, or FAIL and 1; a bad argument or a file that is not a CSR .h5ad is one line on
+// stderr and exit code 2.
+
+#include "common/cli.hpp"
+#include "common/failures.hpp"
+#include "common/mpi_job.hpp"
+#include "common/parse.hpp"
 
 #include <chunksampler.hpp>
 #include <chunksampler/mpi.hpp>
@@ -25,20 +31,16 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
-#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -51,9 +53,9 @@ using Sampler = cs::DistributedSampler<cs::RandomSampler>;
 
 // --- options ------------------------------------------------------------------------------------
 
-constexpr std::string_view usage =
-    "usage: h5ad_stream FILE.h5ad [--epochs N] [--chunk-size C] [--preload P] [--batch-size B] "
-    "[--mode contiguous|global] [--seed S]";
+using examples::bad_argument;
+using examples::gather_to_root;
+using examples::PerRank;
 
 struct Options {
   std::string file;
@@ -65,50 +67,27 @@ struct Options {
   std::uint64_t seed = cs::default_seed;
 };
 
-// Bad arguments and files that are not a CSR .h5ad are the user's to fix: std::invalid_argument,
+// The options of `argv`, or nothing when --help was printed (by rank 0, which `speaks`). Bad
+// arguments and files that are not a CSR .h5ad are the user's to fix: std::invalid_argument,
 // reported in one line with exit code 2. Everything else is a std::runtime_error and aborts the job.
-template <typename... Args>
-[[noreturn]] void bad_argument(fmt::format_string<Args...> format, Args&&... args) {
-  throw std::invalid_argument(fmt::format(format, std::forward<Args>(args)...));
-}
-
-template <typename T>
-T parse_number(std::string_view flag, std::string_view text) {
-  T value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size())
-    bad_argument("{} needs {} integer, not '{}' ({})", flag, std::is_signed_v<T> ? "an" : "a non-negative", text,
-                 usage);
-  return value;
-}
-
-Options parse_options(std::span<char* const> args) {
-  constexpr std::array<std::string_view, 6> flags{"--epochs", "--chunk-size", "--preload", "--batch-size", "--mode",
-                                                  "--seed"};
+std::optional<Options> parse_options(int argc, const char* const* argv, bool speaks) {
   Options options;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    if (!arg.starts_with("--")) {
-      if (!options.file.empty()) bad_argument("one file only, but got '{}' and '{}' ({})", options.file, arg, usage);
-      options.file = arg;
-      continue;
-    }
-    if (std::ranges::find(flags, arg) == flags.end()) bad_argument("unknown option {} ({})", arg, usage);
-    if (i + 1 == args.size()) bad_argument("{} needs a value ({})", arg, usage);
-    const std::string_view value = args[++i];
-    if (arg == "--epochs") options.epochs = parse_number<std::int64_t>(arg, value);
-    else if (arg == "--chunk-size") options.chunk_size = parse_number<std::int64_t>(arg, value);
-    else if (arg == "--preload") options.preload = parse_number<std::int64_t>(arg, value);
-    else if (arg == "--batch-size") options.batch_size = parse_number<std::int64_t>(arg, value);
-    else if (arg == "--seed") options.seed = parse_number<std::uint64_t>(arg, value);
-    else if (value == "contiguous") options.mode = cs::ShardMode::contiguous;
-    else if (value == "global") options.mode = cs::ShardMode::global;
-    else bad_argument("--mode must be contiguous or global, not '{}'", value);
-  }
-  if (options.file.empty()) bad_argument("no FILE.h5ad given ({})", usage);
-  if (!std::filesystem::is_regular_file(options.file)) bad_argument("{}: no such file", options.file);
+  examples::CommandLine cli("h5ad_stream",
+                            "A data-parallel job streaming the sparse rows of an AnnData (.h5ad) file: every MPI rank\n"
+                            "reads its DistributedSampler's requests, and rank 0 checks what they trained on.",
+                            "Prints PASS and exits 0, or FAIL and 1; a bad argument or a file that is not a CSR .h5ad\n"
+                            "is one line on stderr and exit code 2.");
+  cli.app()
+      .add_option("file", options.file, "the .h5ad file; X must be a CSR matrix (anndata's csr_matrix)")
+      ->type_name("FILE.h5ad")
+      ->required()
+      ->check(CLI::Validator(CLI::ExistingFile).description(""));
   // Zero epochs would check nothing and pass.
-  if (options.epochs < 1) bad_argument("--epochs ({}) must be >= 1", options.epochs);
+  cli.integer("--epochs", options.epochs, "epochs to stream and check", std::int64_t{1});
+  cli.request_shape(options.chunk_size, options.preload, options.batch_size);
+  cli.mode(options.mode);
+  cli.seed(options.seed);
+  if (!cli.parse(argc, argv, speaks)) return std::nullopt;
   return options;
 }
 
@@ -452,75 +431,21 @@ double stream_epoch(Sampler& sampler, CsrReader<Value>& reader, CsrRows<Value>& 
 
 // --- checks on rank 0 ---------------------------------------------------------------------------
 
-// MPI's default error handler aborts the job on any failure, so MPI return values are not checked.
-template <typename T>
-MPI_Datatype mpi_type() {
-  if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else {
-    static_assert(std::is_same_v<T, std::int64_t>);
-    return MPI_INT64_T;
-  }
-}
-
-// Every rank's values, concatenated in rank order on rank 0 (empty elsewhere).
-template <typename T>
-struct PerRank {
-  std::vector<T> values;
-  std::vector<int> counts;
-  std::vector<int> offsets;
-
-  [[nodiscard]] std::span<const T> of(std::size_t rank) const {
-    return std::span(values).subspan(static_cast<std::size_t>(offsets[rank]), static_cast<std::size_t>(counts[rank]));
-  }
-};
-
-template <typename T>
-PerRank<T> gather_to_root(const std::vector<T>& local, int rank, int world) {
-  constexpr auto int_max = std::numeric_limits<int>::max();  // MPI counts and offsets are ints
-  if (local.size() > static_cast<std::size_t>(int_max))
-    throw std::runtime_error(fmt::format("{} values are too many for one MPI_Gatherv", local.size()));
-  const int count = static_cast<int>(local.size());
-  PerRank<T> result;
-  if (rank == 0) {
-    result.counts.resize(static_cast<std::size_t>(world));
-    result.offsets.resize(static_cast<std::size_t>(world));
-  }
-  MPI_Gather(&count, 1, MPI_INT, result.counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    std::int64_t total = 0;
-    for (std::size_t r = 0; r < result.counts.size(); ++r) {
-      result.offsets[r] = static_cast<int>(total);
-      total += result.counts[r];
-      if (total > int_max) throw std::runtime_error("too many values for one MPI_Gatherv");
-    }
-    result.values.resize(static_cast<std::size_t>(total));
-  }
-  MPI_Gatherv(local.data(), count, mpi_type<T>(), result.values.data(), result.counts.data(), result.offsets.data(),
-              mpi_type<T>(), 0, MPI_COMM_WORLD);
-  return result;
-}
-
 // One named property of an epoch: how often it failed and the first few offenders.
-class Check {
+class Check : public examples::Failures {
  public:
-  explicit Check(std::string name) : name_(std::move(name)) {}
+  explicit Check(std::string name) : Failures(5), name_(std::move(name)) {}
 
-  template <typename... Args>
-  void fail(fmt::format_string<Args...> format, Args&&... args) {
-    if (++failures_ <= 5) examples_.push_back(fmt::format(format, std::forward<Args>(args)...));
-  }
-  [[nodiscard]] bool ok() const noexcept { return failures_ == 0; }
+  [[nodiscard]] bool ok() const noexcept { return passed(); }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] std::string report() const {
     std::string joined;
-    for (const std::string& example : examples_) joined += (joined.empty() ? "" : "; ") + example;
-    return fmt::format("{}: {} failure{}, first: {}", name_, failures_, failures_ == 1 ? "" : "s", joined);
+    for (const std::string& example : shown()) joined += (joined.empty() ? "" : "; ") + example;
+    return fmt::format("{}: {} failure{}, first: {}", name_, failures(), failures() == 1 ? "" : "s", joined);
   }
 
  private:
   std::string name_;
-  std::int64_t failures_ = 0;
-  std::vector<std::string> examples_;
 };
 
 // The file's own per-cell answers, computed by make_h5ad.py, not by this program.
@@ -622,7 +547,7 @@ std::vector<std::string> check_epoch(std::int64_t epoch, const Epoch& got, const
 bool bad_argument_anywhere(const std::string& error, int rank, int world) {
   int first = error.empty() ? world : rank;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first == rank) fmt::print(stderr, "h5ad_stream: {}\n", error);
+  if (first == rank) examples::print_error("h5ad_stream", error);
   return first < world;
 }
 
@@ -673,16 +598,18 @@ bool stream(Sampler& sampler, hid_t file, std::int64_t n_obs, const Options& opt
   return pass != 0;
 }
 
-int run(std::span<char* const> args, int rank, int world) {
+int run(int argc, const char* const* argv, int rank, int world) {
   // Our exceptions say what failed and carry HDF5's own error stack, so its printing is redundant.
   check(H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr), "cannot turn off HDF5's error printing");
   std::string error;
-  Options options;
+  std::optional<Options> parsed;
   std::optional<Sampler> sampler;
   std::optional<File> file;
   H5adLayout layout;
   try {
-    options = parse_options(args);
+    parsed = parse_options(argc, argv, rank == 0);
+    if (!parsed) return 0;  // --help: every rank read the same command line
+    const Options& options = *parsed;
     sampler.emplace(cs::RandomSampler({.chunk_size = options.chunk_size,
                                        .preload_nchunks = options.preload,
                                        .batch_size = options.batch_size,
@@ -695,6 +622,7 @@ int run(std::span<char* const> args, int rank, int world) {
     error = e.what();
   }
   if (bad_argument_anywhere(error, rank, world)) return 2;
+  const Options& options = *parsed;
   const bool pass = layout.single_float ? stream<float>(*sampler, file->get(), layout.n_obs, options, rank, world)
                                         : stream<double>(*sampler, file->get(), layout.n_obs, options, rank, world);
   return pass ? 0 : 1;
@@ -703,20 +631,6 @@ int run(std::span<char* const> args, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  int world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int status = 1;
-  try {
-    status = run(std::span(argv, static_cast<std::size_t>(argc)), rank, world);
-  } catch (const std::exception& e) {
-    // Other ranks may be waiting in a collective for this one: end them all.
-    fmt::print(stderr, "h5ad_stream: rank {}: {}\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return status;
+  return examples::mpi_main(argc, argv, "h5ad_stream",
+                            [&](int rank, int world) { return run(argc, argv, rank, world); });
 }

@@ -18,8 +18,15 @@
 //
 // Exit status: 0 when the job keeps every promise, 1 when it breaks one, 2 on a bad argument.
 
+#include "common/arith.hpp"
+#include "common/cli.hpp"
+#include "common/parse.hpp"
+#include "common/training.hpp"
+
 #include <chunksampler.hpp>
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
+#include "common/mpi_job.hpp"
+
 #include <chunksampler/mpi.hpp>
 #include <mpi.h>
 #endif
@@ -28,7 +35,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -41,7 +47,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -49,24 +54,13 @@ namespace cs = chunksampler;
 
 namespace {
 
-constexpr std::string_view usage = R"(usage: rank_job [options]
-  --n-obs N          observations in the data set (10000)
-  --chunk-size C     observations per chunk (16)
-  --preload P        chunks per request (4)
-  --batch-size B     observations per batch (32)
-  --seed S           the job's seed (0)
-  --epochs E         play epochs until epoch() reaches E (2)
-  --mode M           contiguous | global (contiguous)
-  --remainder R      drop | pad | rotate (drop)
-  --stop-after K     stop after batch K of the first epoch played, as if killed there;
-                     rank 0 writes the state to --checkpoint FILE first
-  --checkpoint FILE  where --stop-after writes the sampler state
-  --resume FILE      restore the sampler state from FILE, then go on (on any number of ranks
-                     in global mode)
-  --out DIR          write this run's reads to DIR/rank-<r>.txt
-  --after DIR        an earlier run of the same job (its --out): checked together with this one
-  --check DIR...     run nothing: check the job whose runs wrote these directories, in order
-)";
+using examples::bad_argument;
+using examples::BadArgument;
+using examples::ceil_div;
+using examples::mode_name;
+using examples::parse_integer;
+using examples::remainder_name;
+using examples::round_down;
 
 // A larger job is still a fine test of the library, but not of this checker's bookkeeping.
 constexpr std::int64_t max_checked_obs = 100'000'000;
@@ -88,72 +82,42 @@ struct Options {
   std::vector<std::string> check;
 };
 
-struct BadArgument : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-template <class Int>
-Int parse_integer(std::string_view option, std::string_view text) {
-  Int value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size())
-    throw BadArgument(fmt::format("{} {:?}: not an integer", option, text));
-  return value;
-}
-
-Options parse_options(std::span<char* const> args) {
+// The options of `argv`, or nothing when --help was printed (by a rank that `speaks`).
+std::optional<Options> parse_options(int argc, const char* const* argv, bool speaks) {
   Options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view option = args[i];
-    if (option == "--help") throw BadArgument(std::string(usage));
-    if (option == "--check") {
-      while (i + 1 < args.size() && !std::string_view(args[i + 1]).starts_with("--")) o.check.emplace_back(args[++i]);
-      if (o.check.empty()) throw BadArgument("--check: needs the directories the runs wrote");
-      continue;
-    }
-    if (i + 1 >= args.size()) throw BadArgument(fmt::format("{}: needs a value (see --help)", option));
-    const std::string_view value = args[++i];
-    if (option == "--n-obs") o.n_obs = parse_integer<std::int64_t>(option, value);
-    else if (option == "--chunk-size") o.chunk_size = parse_integer<std::int64_t>(option, value);
-    else if (option == "--preload") o.preload = parse_integer<std::int64_t>(option, value);
-    else if (option == "--batch-size") o.batch_size = parse_integer<std::int64_t>(option, value);
-    else if (option == "--seed") o.seed = parse_integer<std::uint64_t>(option, value);
-    else if (option == "--epochs") o.epochs = parse_integer<std::uint64_t>(option, value);
-    else if (option == "--stop-after") o.stop_after = parse_integer<std::int64_t>(option, value);
-    else if (option == "--checkpoint") o.checkpoint = value;
-    else if (option == "--resume") o.resume = value;
-    else if (option == "--out") o.out = value;
-    else if (option == "--after") o.after.emplace_back(value);
-    else if (option == "--mode") {
-      if (value != "contiguous" && value != "global")
-        throw BadArgument(fmt::format("--mode {:?}: must be contiguous or global", value));
-      o.mode = value == "global" ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    } else if (option == "--remainder") {
-      if (value == "drop") o.remainder = cs::Remainder::drop;
-      else if (value == "pad") o.remainder = cs::Remainder::pad;
-      else if (value == "rotate") o.remainder = cs::Remainder::rotate;
-      else throw BadArgument(fmt::format("--remainder {:?}: must be drop, pad or rotate", value));
-    } else {
-      throw BadArgument(fmt::format("{}: unknown option (see --help)", option));
-    }
-  }
-  if (o.n_obs < 1 || o.n_obs > max_checked_obs)
-    throw BadArgument(fmt::format("--n-obs {}: must be in [1, {}] for the check", o.n_obs, max_checked_obs));
-  if (o.stop_after && *o.stop_after < 0)
-    throw BadArgument(fmt::format("--stop-after {}: must be >= 0", *o.stop_after));
-  if (o.stop_after.has_value() != !o.checkpoint.empty())
-    throw BadArgument("--stop-after and --checkpoint go together: the stop writes the checkpoint");
+  examples::CommandLine cli("rank_job", "One rank of a real data-parallel job: it walks its epochs of a "
+                                        "DistributedSampler, then the job is\nchecked across ranks.",
+                            "exit status: 0 the job keeps every promise, 1 it breaks one, 2 bad arguments.");
+  cli.size("--n-obs", o.n_obs, "observations in the data set", std::int64_t{1}, max_checked_obs);
+  cli.request_shape(o.chunk_size, o.preload, o.batch_size);
+  cli.seed(o.seed, "the job's seed");
+  cli.integer("--epochs", o.epochs, "play epochs until epoch() reaches E");
+  cli.mode(o.mode);
+  cli.remainder(o.remainder);
+  CLI::App& app = cli.app();
+  CLI::Option* stop = cli.integer("--stop-after", o.stop_after,
+                                  "stop after batch K of the first epoch played, as if killed there;\n"
+                                  "rank 0 writes the state to --checkpoint FILE first",
+                                  std::int64_t{0});
+  CLI::Option* checkpoint =
+      app.add_option("--checkpoint", o.checkpoint, "where --stop-after writes the sampler state")->type_name("FILE");
+  // The stop writes the checkpoint: one goes with the other.
+  stop->needs(checkpoint);
+  checkpoint->needs(stop);
+  app.add_option("--resume", o.resume,
+                 "restore the sampler state from FILE, then go on (on any number of\nranks in global mode)")
+      ->type_name("FILE");
+  app.add_option("--out", o.out, "write this run's reads to DIR/rank-<r>.txt")->type_name("DIR");
+  app.add_option("--after", o.after, "an earlier run of the same job (its --out): checked together with\nthis one")
+      ->type_name("DIR")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--check", o.check, "run nothing: check the job whose runs wrote these directories, in\norder")
+      ->type_name("DIR")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  if (!cli.parse(argc, argv, speaks)) return std::nullopt;
   return o;
-}
-
-std::string_view mode_name(cs::ShardMode mode) { return mode == cs::ShardMode::global ? "global" : "contiguous"; }
-std::string_view remainder_name(cs::Remainder remainder) {
-  switch (remainder) {
-    case cs::Remainder::drop: return "drop";
-    case cs::Remainder::pad: return "pad";
-    case cs::Remainder::rotate: return "rotate";
-  }
-  return "?";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,13 +133,6 @@ struct RankReads {
 
 using Run = std::vector<RankReads>;  // one launch of the job: its ranks' reads, by rank
 
-std::string read_line(const std::string& path) {
-  std::ifstream in{path};
-  std::string line;
-  if (!in || !std::getline(in, line)) throw std::runtime_error(fmt::format("cannot read {}", path));
-  return line;
-}
-
 RankReads train(const Options& o, cs::DistInfo info) {
   const cs::RandomSampler base(
       {.chunk_size = o.chunk_size, .preload_nchunks = o.preload, .batch_size = o.batch_size, .seed = o.seed});
@@ -183,7 +140,7 @@ RankReads train(const Options& o, cs::DistInfo info) {
   RankReads reads{.rank = info.rank, .world_size = info.world_size, .epochs = {}};
   std::int64_t done = 0;  // batches of the current epoch, counted from its start (before a restart too)
   if (!o.resume.empty()) {
-    const cs::SamplerState state = cs::SamplerState::parse(read_line(o.resume));
+    const cs::SamplerState state = examples::read_state(o.resume);
     sampler.restore(state);
     done = state.batches_done;
   }
@@ -191,21 +148,17 @@ RankReads train(const Options& o, cs::DistInfo info) {
   for (bool first = true; sampler.epoch() < o.epochs; first = false, done = 0) {
     std::vector<Batch>& batches = reads.epochs[sampler.epoch()];
     for (const cs::LoadRequest& request : sampler.sample(o.n_obs)) {
-      rows.clear();
-      for (const cs::Slice chunk : request.chunks)
-        for (std::int64_t obs = chunk.start; obs < chunk.stop; ++obs) rows.push_back(obs);
+      examples::fill_buffer(request.chunks, rows);
       for (auto batch : request.splits) {
         if (first && o.stop_after == done) {
-          if (info.rank == 0) std::ofstream{o.checkpoint} << sampler.state(done).to_string() << '\n';
+          if (info.rank == 0) examples::write_state(o.checkpoint, sampler.state(done));
           return reads;
         }
-        Batch& trained = batches.emplace_back();
-        for (const std::int64_t position : batch) trained.push_back(rows[static_cast<std::size_t>(position)]);
+        batches.push_back(examples::batch_rows(rows, batch));
         ++done;
       }
     }
-    if (first && o.stop_after)
-      throw BadArgument(fmt::format("--stop-after {}: the epoch ended after {} batches", *o.stop_after, done));
+    if (first && o.stop_after) bad_argument("--stop-after {}: the epoch ended after {} batches", *o.stop_after, done);
   }
   return reads;
 }
@@ -237,13 +190,14 @@ RankReads parse_reads(const std::string& path) {
   };
   if (!std::getline(in, line) || !line.starts_with(reads_header)) throw bad("not a reads file");
   const auto field = [&](std::string_view name) {
-    const std::size_t at = line.find(name);
-    if (at == std::string::npos) throw bad(fmt::format("no {}", name));
-    const std::string_view rest = std::string_view(line).substr(at + name.size());
+    const std::string key = fmt::format(" {}=", name);
+    const std::size_t at = line.find(key);
+    if (at == std::string::npos) throw bad(fmt::format("no {}", key));
+    const std::string_view rest = std::string_view(line).substr(at + key.size());
     return parse_integer<std::int64_t>(name, rest.substr(0, std::min(rest.find(' '), rest.size())));
   };
-  reads.rank = field(" rank=");
-  reads.world_size = field(" world_size=");
+  reads.rank = field("rank");
+  reads.world_size = field("world_size");
   while (std::getline(in, line)) {
     const std::size_t colon = line.find(':');
     if (colon == std::string::npos) throw bad("no epoch");
@@ -282,9 +236,6 @@ struct Report {
     fmt::print("  FAIL: {}\n", fmt::format(format, std::forward<Args>(args)...));
   }
 };
-
-std::int64_t round_down(std::int64_t n, std::int64_t to) { return n / to * to; }
-std::int64_t ceil_div(std::int64_t n, std::int64_t by) { return (n + by - 1) / by; }
 
 // One epoch as planned on `world_size` ranks (with equal batches, as the job uses them).
 struct EpochPromise {
@@ -487,27 +438,12 @@ RankReads unflatten(std::span<const std::int64_t> flat, std::int64_t rank, std::
 
 // Gathers every rank's reads to rank 0 (the others get an empty run).
 Run gather(const RankReads& mine) {
-  const std::vector<std::int64_t> flat = flatten(mine);
-  const auto world = static_cast<std::size_t>(mine.world_size);
-  if (flat.size() > static_cast<std::size_t>(INT32_MAX)) throw std::runtime_error("too many reads to gather");
-  const int size = static_cast<int>(flat.size());
-  std::vector<int> sizes(world);
-  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<int> offsets(world, 0);
-  std::int64_t total = 0;
-  for (std::size_t r = 0; r < world; ++r) {
-    if (total + sizes[r] > INT32_MAX) throw std::runtime_error("too many reads to gather");
-    offsets[r] = static_cast<int>(total);
-    total += sizes[r];
-  }
-  std::vector<std::int64_t> all(mine.rank == 0 ? static_cast<std::size_t>(total) : 0);
-  MPI_Gatherv(flat.data(), size, MPI_INT64_T, all.data(), sizes.data(), offsets.data(), MPI_INT64_T, 0,
-              MPI_COMM_WORLD);
+  const examples::PerRank<std::int64_t> all =
+      examples::gather_to_root(flatten(mine), static_cast<int>(mine.rank), static_cast<int>(mine.world_size));
   Run run;
   if (mine.rank != 0) return run;
-  for (std::size_t r = 0; r < world; ++r)
-    run.push_back(unflatten(std::span(all).subspan(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])),
-                            static_cast<std::int64_t>(r), mine.world_size));
+  for (std::size_t r = 0; r < all.counts.size(); ++r)
+    run.push_back(unflatten(all.of(r), static_cast<std::int64_t>(r), mine.world_size));
   return run;
 }
 
@@ -531,16 +467,18 @@ int run_job(const Options& o) {
 #else
 
 int run_job(const Options& o) {
-  if (o.out.empty()) throw BadArgument("--out DIR: ranks started without MPI write their reads there for --check");
+  if (o.out.empty()) bad_argument("--out DIR: ranks started without MPI write their reads there for --check");
   write_reads(o.out, train(o, cs::dist::from_env()()));
   return 0;
 }
 
 #endif
 
-int main_of(std::span<char* const> args, bool speaks) {
+int main_of(int argc, const char* const* argv, bool speaks) {
   try {
-    const Options o = parse_options(args);
+    const std::optional<Options> parsed = parse_options(argc, argv, speaks);
+    if (!parsed) return 0;
+    const Options& o = *parsed;
     if (!o.check.empty()) {
       std::vector<Run> runs;
       for (const std::string& dir : o.check) runs.push_back(load_run(dir));
@@ -548,7 +486,7 @@ int main_of(std::span<char* const> args, bool speaks) {
     }
     return run_job(o);
   } catch (const BadArgument& e) {
-    if (speaks) fmt::print(stderr, "rank_job: {}\n", e.what());
+    if (speaks) examples::print_error("rank_job", e.what());
     return 2;
   }
 }
@@ -556,25 +494,15 @@ int main_of(std::span<char* const> args, bool speaks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::span<char* const> args(argv + 1, static_cast<std::size_t>(argc - 1));
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int status = 0;
-  try {
-    status = main_of(args, rank == 0);  // a bad argument is the same on every rank: all exit with 2
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "rank_job: rank {}: {}\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may wait in a collective
-  }
-  MPI_Finalize();
-  return status;
+  // A bad argument is the same on every rank: all exit with 2, and rank 0 says why.
+  return examples::mpi_main(argc, argv, "rank_job",
+                            [&](int rank, int) { return main_of(argc, argv, rank == 0); });
 #else
   try {
-    return main_of(args, true);
+    return main_of(argc, argv, true);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rank_job: {}\n", e.what());
+    examples::print_error("rank_job", e.what());
     return 1;
   }
 #endif

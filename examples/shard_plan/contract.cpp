@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+
+#include "contract.hpp"
+
+#include "common/arith.hpp"
+
+#include <algorithm>
+
+namespace shard_plan {
+
+using examples::ceil_div;
+using examples::round_down;
+
+Contract::Contract(const Options& o)
+    : o_(o), range_(o.mask ? o.mask->resolve(o.n_obs) : cs::Slice{0, o.n_obs}), size_(range_.size()), world_(o.world_size) {}
+
+JobEpoch Contract::epoch(std::uint64_t e) const {
+  JobEpoch job;
+  job.epoch = e;
+  const bool odd = e % 2 == 1;
+  if (o_.global()) share_global(job, odd);
+  else share_contiguous(job, odd);
+  job.repeated = job.reads - job.distinct;
+  job.trimmed = job.window.size() - job.distinct;
+  if (job.window.start > range_.start) job.left_out.push_back({range_.start, job.window.start});
+  if (job.window.stop < range_.stop) job.left_out.push_back({job.window.stop, range_.stop});
+  return job;
+}
+
+void Contract::share_global(JobEpoch& job, bool odd) const {
+  const std::int64_t b = o_.batch_size;
+  // One plan over the window; with equal batches it holds a multiple of world_size * batch_size.
+  const std::int64_t unit = o_.enforce ? world_ * b : world_;
+  job.window = range_;
+  job.budget = size_;
+  if (o_.enforce && o_.pad()) {
+    job.budget = ceil_div(size_, unit) * unit;
+  } else if (o_.enforce) {
+    const std::int64_t kept = round_down(size_, unit);
+    const std::int64_t offset = o_.rotate() && odd ? size_ - kept : 0;
+    job.window = {range_.start + offset, range_.start + offset + kept};
+    job.budget = kept;
+  }
+  job.used = o_.drop_last ? round_down(job.budget, b) : job.budget;
+  job.plan_batches = ceil_div(job.used, b);
+  job.reads = job.used;
+  job.distinct = std::min(job.used, job.window.size());
+}
+
+void Contract::share_contiguous(JobEpoch& job, bool odd) const {
+  const std::int64_t b = o_.batch_size;
+  const std::int64_t unit = o_.enforce ? b : 1;
+  if (o_.pad()) {
+    // Balanced shards, every rank padded to the largest's batches.
+    job.window = range_;
+    job.budget = ceil_div(ceil_div(size_, world_), unit) * unit;
+  } else {
+    job.per_rank = round_down(size_ / world_, unit);
+    const std::int64_t offset = o_.rotate() && odd ? size_ - world_ * job.per_rank : 0;
+    job.window = {range_.start + offset, range_.start + offset + world_ * job.per_rank};
+    job.budget = job.per_rank;
+  }
+  job.used = o_.drop_last ? round_down(job.budget, b) : job.budget;
+  job.reads = world_ * job.used;
+  if (o_.pad()) {
+    const std::int64_t base = size_ / world_;
+    const std::int64_t extra = size_ % world_;
+    job.distinct = extra * std::min(job.used, base + 1) + (world_ - extra) * std::min(job.used, base);
+  } else {
+    job.distinct = world_ * std::min(job.used, job.per_rank);
+  }
+}
+
+RankShare Contract::rank(const JobEpoch& job, std::int64_t r) const {
+  if (!o_.global()) return contiguous_rank(job, r);
+  RankShare share;
+  const std::int64_t b = o_.batch_size;
+  const std::int64_t n = job.plan_batches;
+  if (o_.enforce) {
+    const std::int64_t each = n / world_;  // a multiple of world_size batches, for every policy
+    share.block = {r * each, (r + 1) * each};
+  } else {
+    const std::int64_t base = n / world_;
+    const std::int64_t extra = n % world_;
+    const std::int64_t start = r * base + std::min(r, extra);
+    share.block = {start, start + base + (r < extra ? 1 : 0)};
+  }
+  share.shard = job.window;
+  share.n_batches = share.block.size();
+  const std::int64_t last_of_plan = job.used - (n - 1) * b;
+  const bool holds_last = share.block.size() > 0 && share.block.end == n;
+  share.reads = share.block.size() * b - (holds_last ? b - last_of_plan : 0);
+  share.last_batch = share.block.size() == 0 ? 0 : holds_last ? last_of_plan : b;
+  share.chunks = share.block.size() == 0 ? 0
+                                         : chunks(job.window.size(), job.used, share.block.begin, share.block.end - 1);
+  return share;
+}
+
+RankShare Contract::contiguous_rank(const JobEpoch& job, std::int64_t r) const {
+  RankShare share;
+  const std::int64_t b = o_.batch_size;
+  if (o_.pad()) {
+    const std::int64_t base = size_ / world_;
+    const std::int64_t extra = size_ % world_;
+    const std::int64_t start = range_.start + r * base + std::min(r, extra);
+    share.shard = {start, start + base + (r < extra ? 1 : 0)};
+  } else {
+    share.shard = {job.window.start + r * job.per_rank, job.window.start + (r + 1) * job.per_rank};
+  }
+  share.n_batches = ceil_div(job.used, b);
+  share.block = {0, share.n_batches};
+  share.reads = job.used;
+  share.last_batch = job.used - (share.n_batches - 1) * b;
+  const std::int64_t distinct = std::min(job.used, share.shard.size());
+  share.repeated = job.used - distinct;
+  share.left_out = share.shard.size() - distinct;
+  share.chunks = chunks(share.shard.size(), job.used, 0, share.n_batches - 1);
+  return share;
+}
+
+// Chunks listed by the requests holding batches [first, last] of a plan over `rows` rows with
+// `used` positions: a full request lists preload_nchunks chunks; the last lists what remains
+// of the stream (shuffled), or the fewest chunks that cover its rows (in order).
+std::int64_t Contract::chunks(std::int64_t rows, std::int64_t used, std::int64_t first, std::int64_t last) const {
+  const std::int64_t request = o_.chunk_size * o_.preload;
+  const std::int64_t n_requests = ceil_div(std::min(used, rows), request);
+  if (n_requests == 0 || last < first) return 0;  // drop_last may leave a rank no batch at all
+  const std::int64_t per_request = request / o_.batch_size;
+  const std::int64_t k0 = std::min(first / per_request, n_requests - 1);
+  const std::int64_t k1 = std::min(last / per_request, n_requests - 1);
+  if (k1 < n_requests - 1) return (k1 - k0 + 1) * o_.preload;
+  const std::int64_t k = n_requests - 1;
+  const std::int64_t stream_chunks = ceil_div(rows, o_.chunk_size);
+  const std::int64_t final_chunks =
+      o_.sequential ? std::min(ceil_div(std::min(request, used - k * request), o_.chunk_size),
+                               stream_chunks - k * o_.preload)
+                    : std::min(o_.preload, stream_chunks - k * o_.preload);
+  return (k1 - k0) * o_.preload + final_chunks;
+}
+
+}  // namespace shard_plan

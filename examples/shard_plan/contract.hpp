@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// The plan as the semantics contract states it, derived here independently of the library so
+// that the check compares two computations rather than reading the library's answer back.
+
+#pragma once
+
+#include "options.hpp"
+
+#include <chunksampler.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace shard_plan {
+
+// One epoch of the whole job.
+struct JobEpoch {
+  std::uint64_t epoch = 0;
+  cs::Slice window;              // contiguous: the union of the shards; global: what the shared plan reads
+  std::int64_t per_rank = 0;     // contiguous drop and rotate: every shard's size
+  std::int64_t budget = 0;       // positions of each rank's plan (contiguous) or of the shared plan (global)
+  std::int64_t used = 0;         // of them, those in batches (drop_last may drop a short last batch)
+  std::int64_t plan_batches = 0; // global: batches of the shared plan
+  std::vector<cs::Slice> left_out;  // the range outside the window: left out by the policy
+  // Over all ranks:
+  std::int64_t reads = 0;     // positions yielded
+  std::int64_t distinct = 0;  // distinct observations read
+  std::int64_t repeated = 0;  // reads of an observation already read (padding)
+  std::int64_t trimmed = 0;   // observations of the window no batch reads (drop_last)
+};
+
+// One rank in one epoch.
+struct RankShare {
+  cs::Slice shard;     // contiguous: its shard; global: the window it shares with every rank
+  cs::BatchRun block;  // global: its batches of the shared plan; contiguous: all of its own plan's
+  std::int64_t n_batches = 0;
+  std::int64_t reads = 0;
+  std::int64_t last_batch = 0;
+  std::int64_t repeated = 0;  // contiguous only: in global mode the plan's repeats are the job's
+  std::int64_t left_out = 0;  // contiguous only: rows of its shard no batch reads
+  std::int64_t chunks = 0;    // chunks its requests list
+};
+
+class Contract {
+ public:
+  explicit Contract(const Options& o);
+
+  [[nodiscard]] cs::Slice range() const noexcept { return range_; }
+  [[nodiscard]] JobEpoch epoch(std::uint64_t e) const;
+  [[nodiscard]] RankShare rank(const JobEpoch& job, std::int64_t r) const;
+
+ private:
+  void share_global(JobEpoch& job, bool odd) const;
+  void share_contiguous(JobEpoch& job, bool odd) const;
+  [[nodiscard]] RankShare contiguous_rank(const JobEpoch& job, std::int64_t r) const;
+  [[nodiscard]] std::int64_t chunks(std::int64_t rows, std::int64_t used, std::int64_t first, std::int64_t last) const;
+
+  const Options& o_;
+  cs::Slice range_;
+  std::int64_t size_;
+  std::int64_t world_;
+};
+
+}  // namespace shard_plan

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+
+#include "options.hpp"
+
+#include "common/cli.hpp"
+
+#include <string_view>
+
+namespace shard_plan {
+
+namespace {
+
+constexpr std::string_view description =
+    "Plans how cs::DistributedSampler shares n_obs observations among world_size ranks, prints what\n"
+    "each rank reads, and checks the plan by walking every rank's epochs.";
+
+constexpr std::string_view footer =
+    "Options also take the form --name=value; sizes may be written 1e6. The defaults are annbatch's\n"
+    "multi-GPU tutorial: 2 ranks of RandomSampler(chunk 64, preload 32, batch 256) over 20000\n"
+    "observations, 39 batches each.\n"
+    "\n"
+    "exit status: 0 every invariant holds, 1 an invariant failed, 2 bad arguments.";
+
+constexpr examples::Choice<bool> samplers[] = {{"random", false}, {"sequential", true}};
+
+std::optional<std::string> parse_svg_path(std::string_view what, std::string_view text) {
+  if (text.empty()) examples::bad_argument("{} needs a file name", what);
+  return std::string(text);
+}
+
+}  // namespace
+
+std::optional<Options> parse_options(int argc, const char* const* argv) {
+  Options o;
+  examples::CommandLine cli("shard_plan", std::string(description), std::string(footer));
+  cli.size("--n-obs", o.n_obs, "observations in the dataset");
+  cli.integer("--world-size", o.world_size, "ranks in the job, at most 1048576");
+  cli.request_shape(o.chunk_size, o.preload, o.batch_size);
+  cli.mask(o.mask, "sample only observations [START, STOP) (default: all of [0, N));\n"
+                   "START: alone is [START, N), annbatch's slice(START, None)");
+  cli.mode(o.mode, "contiguous: each rank shuffles its own slice (annbatch);\n"
+                   "global: one shuffled plan per epoch, dealt to the ranks in\n"
+                   "blocks of batches");
+  cli.remainder(o.remainder, "what becomes of what does not divide evenly:\n"
+                             "drop: left out, the same every epoch; pad: repeat rows so\n"
+                             "nothing is left out; rotate: left out from the tail in even\n"
+                             "epochs and the head in odd ones");
+  cli.app().add_flag_callback("--no-enforce", [&o] { o.enforce = false; },
+                              "do not make every rank yield the same number of full batches");
+  cli.app().add_flag("--drop-last", o.drop_last, "drop each rank's last, short batch");
+  cli.integer("--epochs", o.epochs, "epochs to walk and check", std::int64_t{1}, max_epochs);
+  cli.seed(o.seed, "seed of the shuffles, not of the plan");
+  cli.choice("--sampler", o.sequential, samplers, "the base sampler: RandomSampler or SequentialSampler");
+  cli.parsed("--svg", o.svg, parse_svg_path, "draw the first epochs (up to 4) as an SVG picture", "FILE", "");
+  if (!cli.parse(argc, argv)) return std::nullopt;
+  return o;
+}
+
+}  // namespace shard_plan

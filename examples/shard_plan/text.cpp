@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+
+#include "text.hpp"
+
+#include <iterator>
+
+namespace shard_plan {
+
+std::string slice_text(cs::Slice s) { return fmt::format("[{}, {})", s.start, s.stop); }
+std::string run_text(cs::BatchRun r) { return fmt::format("[{}, {})", r.begin, r.end); }
+
+std::string counted(std::int64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+std::string observations(std::int64_t n) { return counted(n, "observation", "observations"); }
+std::string batches(std::int64_t n) { return counted(n, "batch", "batches"); }
+
+std::string slices_text(std::span<const cs::Slice> slices, std::int64_t runs) {
+  std::string text;
+  for (const cs::Slice& s : slices) text += fmt::format("{}{}", text.empty() ? "" : ", ", slice_text(s));
+  if (runs > std::ssize(slices)) text += fmt::format(", ... ({} ranges)", runs);
+  return text;
+}
+
+std::string short_number(std::int64_t v) {
+  if (v < 100'000) return fmt::format("{}", v);
+  const auto x = static_cast<double>(v);
+  if (x < 999.5e3) return fmt::format("{:.3g}k", x / 1e3);
+  if (x < 999.5e6) return fmt::format("{:.3g}M", x / 1e6);
+  if (x < 999.5e9) return fmt::format("{:.3g}G", x / 1e9);
+  return fmt::format("{:.3g}", x);
+}
+std::string short_slice(cs::Slice s) { return fmt::format("[{}, {})", short_number(s.start), short_number(s.stop)); }
+
+std::string parity_list(std::uint64_t first, std::uint64_t epochs) {
+  std::string text;
+  std::uint64_t shown = 0;
+  for (std::uint64_t e = first; e < epochs; e += 2) {
+    if (shown == 3) return text + ", ...";
+    text += fmt::format("{}{}", text.empty() ? "" : ", ", e);
+    ++shown;
+  }
+  return text;
+}
+
+}  // namespace shard_plan
