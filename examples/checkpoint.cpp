@@ -45,7 +45,7 @@ std::vector<Batch> train(std::int64_t rank, std::int64_t world_size, const std::
   if (checkpoints == Checkpoints::restore) {
     const cs::SamplerState state = examples::read_state(state_file);
     sampler.restore(state);
-    done = state.batches_done;
+    done = state.batches_done();
   }
   std::vector<Batch> trained;
   std::vector<std::int64_t> rows;  // the buffer a loader would fill: here just the observation ids

@@ -142,7 +142,7 @@ RankReads train(const Options& o, cs::DistInfo info) {
   if (!o.resume.empty()) {
     const cs::SamplerState state = examples::read_state(o.resume);
     sampler.restore(state);
-    done = state.batches_done;
+    done = state.batches_done();
   }
   std::vector<std::int64_t> rows;  // the buffer a loader would fill: here just the observation ids
   for (bool first = true; sampler.epoch() < o.epochs; first = false, done = 0) {

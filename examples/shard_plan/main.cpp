@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     if (o.sequential)
       return plan(o, SamplersOf(o, cs::SequentialSampler({.chunk_size = o.chunk_size, .preload_nchunks = o.preload,
                                                           .batch_size = o.batch_size, .drop_last = o.drop_last,
-                                                          .mask = o.mask, .seed = o.seed})));
+                                                          .mask = o.mask})));
     return plan(o, SamplersOf(o, cs::RandomSampler({.chunk_size = o.chunk_size, .preload_nchunks = o.preload,
                                                     .batch_size = o.batch_size, .drop_last = o.drop_last,
                                                     .mask = o.mask, .seed = o.seed})));
