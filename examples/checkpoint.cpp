@@ -85,8 +85,7 @@ int main() {
     const bool same = rest == expected;
     ok = ok && same;
     fmt::print("restart on 4 ranks, rank {}: {} batches from batch {}, {} the uninterrupted run's\n", r, rest.size(),
-               resumed_at,
-               same ? "equal to" : "DIFFERENT from");
+               resumed_at, same ? "equal to" : "DIFFERENT from");
   }
 
   std::map<std::int64_t, int> reads;

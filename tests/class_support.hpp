@@ -39,8 +39,8 @@ inline double weight_of(const std::vector<double>& weights, std::int32_t c) {
 // Every valid chunk start inside `range`, by class: a start whose `chunk` rows lie in `range`
 // and in one run of a class with a positive weight.
 inline std::map<std::int32_t, std::vector<std::int64_t>> valid_starts(const Codes& codes,
-                                                                     const std::vector<double>& weights,
-                                                                     std::int64_t chunk, cs::Slice range) {
+                                                                      const std::vector<double>& weights,
+                                                                      std::int64_t chunk, cs::Slice range) {
   std::vector<std::int64_t> run_end(codes.size());
   for (std::int64_t i = std::ssize(codes) - 1; i >= 0; --i) {
     const auto u = static_cast<std::size_t>(i);

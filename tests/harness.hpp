@@ -66,8 +66,8 @@ struct Tally {
 // request, and that sampler then plays the next epoch from its start. A sampler restored once
 // gives states that resume as well.
 template <class Make>
-void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs::WorkerInfo worker,
-                  ConfigRng& g, Tally& tally) {
+void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs::WorkerInfo worker, ConfigRng& g,
+                  Tally& tally) {
   INFO("epoch " << epoch << ", worker " << worker.id << " of " << worker.num_workers);
   auto played = make();
   played.set_epoch(epoch);

@@ -143,20 +143,20 @@ inline cs::Slice expected_part(cs::Slice dataset, std::int64_t chunk, std::int64
 
 // What one epoch read, dataset by dataset, and whether its requests have the mixture's shape.
 struct Reads {
-  std::vector<std::int64_t> requests;                              // per dataset
-  std::vector<std::int64_t> chunks;                                // per dataset
-  std::vector<std::map<std::int64_t, std::int64_t>> grid_reads;   // per dataset: grid chunk -> times read
-  std::vector<std::size_t> order;                                  // the dataset of each request
-  bool one_part = true;     // every request's chunks lie in one part
-  bool on_grid = true;      // every chunk starts on its part's grid, inside its m full chunks
-  bool full_chunks = true;  // every chunk is chunk_size long, but the epoch's last, cut to `last_rows`
+  std::vector<std::int64_t> requests;                            // per dataset
+  std::vector<std::int64_t> chunks;                              // per dataset
+  std::vector<std::map<std::int64_t, std::int64_t>> grid_reads;  // per dataset: grid chunk -> times read
+  std::vector<std::size_t> order;                                // the dataset of each request
+  bool one_part = true;                                          // every request's chunks lie in one part
+  bool on_grid = true;        // every chunk starts on its part's grid, inside its m full chunks
+  bool full_chunks = true;    // every chunk is chunk_size long, but the epoch's last, cut to `last_rows`
   bool full_requests = true;  // every request but the last has preload chunks
   bool all_rows_used = true;  // every request uses each row of its buffer exactly once
 };
 
 // `parts`: the range each dataset reads; `last_rows`: the rows of the epoch's last request.
 inline Reads analyze(const Requests& requests, const std::vector<cs::Slice>& parts, std::int64_t chunk,
-              std::int64_t preload, std::int64_t last_rows) {
+                     std::int64_t preload, std::int64_t last_rows) {
   Reads r;
   r.requests.assign(parts.size(), 0);
   r.chunks.assign(parts.size(), 0);

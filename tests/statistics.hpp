@@ -23,7 +23,8 @@ namespace support {
 /// type; it defaults to double so that braced lists of doubles can be passed.
 template <class Count = double>
 [[nodiscard]] double chi_square(const std::vector<Count>& observed, const std::vector<double>& expected) {
-  if (observed.size() != expected.size()) throw std::invalid_argument("chi_square: observed and expected differ in size");
+  if (observed.size() != expected.size())
+    throw std::invalid_argument("chi_square: observed and expected differ in size");
   double sum = 0.0;
   for (std::size_t i = 0; i < observed.size(); ++i) {
     const double d = static_cast<double>(observed[i]) - expected[i];

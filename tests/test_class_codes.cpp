@@ -23,12 +23,17 @@ template <class T>
 std::vector<T> codes_as() {
   std::vector<T> codes;
   const int runs[][2] = {{0, 40}, {1, 25}, {2, 35}, {0, 20}};
-  for (const auto& [code, length] : runs) codes.insert(codes.end(), static_cast<std::size_t>(length), static_cast<T>(code));
+  for (const auto& [code, length] : runs)
+    codes.insert(codes.end(), static_cast<std::size_t>(length), static_cast<T>(code));
   return codes;
 }
 
-const cs::ClassOptions options{.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 3,
-                               .num_samples = 200, .class_weights = {1.0, 2.0, 1.0}};
+const cs::ClassOptions options{.chunk_size = 10,
+                               .preload_nchunks = 2,
+                               .batch_size = 5,
+                               .seed = 3,
+                               .num_samples = 200,
+                               .class_weights = {1.0, 2.0, 1.0}};
 
 template <class T>
 std::vector<support::OwnedRequest> epoch_of() {
@@ -55,7 +60,8 @@ TEST_CASE("ClassSampler gives the same epochs for codes of every integral type",
   cs::ClassSampler from_span(std::span<const std::int8_t>(codes), options);
   from_span.set_epoch(2);
   CHECK(support::collect(from_span.sample(std::ssize(codes))) == reference);
-  CHECK(cs::ClassSampler(codes, options).fingerprint() == cs::ClassSampler(codes_as<std::int32_t>(), options).fingerprint());
+  CHECK(cs::ClassSampler(codes, options).fingerprint() ==
+        cs::ClassSampler(codes_as<std::int32_t>(), options).fingerprint());
 }
 
 TEST_CASE("ClassSampler refuses codes no class can have, by position, in every type", "[class][validation]") {

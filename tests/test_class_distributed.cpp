@@ -81,8 +81,9 @@ TEST_CASE("ClassSampler resumes exactly at any batch, with workers", "[class][re
 
 TEST_CASE("ClassSampler: the middle of an epoch of 10^12 positions is served at once", "[class][resume]") {
   const Codes codes = runs_of({{0, 300}, {1, 500}, {2, 1000}, {0, 700}});
-  const cs::ClassSampler base(codes, {.chunk_size = 256, .preload_nchunks = 64, .batch_size = 256, .seed = 12,
-                                      .num_samples = 1'000'000'000'000});
+  const cs::ClassSampler base(
+      codes,
+      {.chunk_size = 256, .preload_nchunks = 64, .batch_size = 256, .seed = 12, .num_samples = 1'000'000'000'000});
   const auto started = std::chrono::steady_clock::now();
   cs::ClassSampler probe = base;
   const std::int64_t n = probe.n_batches(2500);
@@ -112,7 +113,8 @@ TEST_CASE("ClassSampler: workers split the epoch", "[class][workers]") {
   }
 }
 
-TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its share from its slice", "[class][distributed]") {
+TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its share from its slice",
+          "[class][distributed]") {
   ConfigRng g(7070);
   for (int trial = 0; trial < 120; ++trial) {
     const std::int64_t world = g.between(1, 5);
@@ -132,14 +134,15 @@ TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its sha
       check_epoch(c, shard, budget, epochs.back());
       CHECK(rank.rng() == cs::Rng(c.options.seed).spawn(static_cast<std::uint64_t>(r)));
       // The rank's stream: the base restricted to its shard, on stream r.
-      cs::ClassSampler own = c.sampler().with_shard({.mask = shard, .stream = static_cast<std::uint64_t>(r),
-                                                     .budget = budget});
+      cs::ClassSampler own =
+          c.sampler().with_shard({.mask = shard, .stream = static_cast<std::uint64_t>(r), .budget = budget});
       CHECK(support::epoch(own, c.n_obs()) == epochs.back());
     }
   }
 }
 
-TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of num_samples draws", "[class][distributed]") {
+TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of num_samples draws",
+          "[class][distributed]") {
   ConfigRng g(7171);
   for (int trial = 0; trial < 120; ++trial) {
     const std::int64_t world = g.between(1, 5);
@@ -149,9 +152,8 @@ TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of 
     const std::int64_t kept = *c.options.num_samples / (world * batch) * (world * batch);
     const std::uint64_t epoch = static_cast<std::uint64_t>(g.between(0, 3));
     // The job's plan: the whole range, kept positions, on the stream all ranks share.
-    cs::ClassSampler job = at_epoch(c.sampler().with_shard({.mask = {0, c.n_obs()}, .stream = ~std::uint64_t{0},
-                                                            .budget = kept}),
-                                    epoch);
+    cs::ClassSampler job =
+        at_epoch(c.sampler().with_shard({.mask = {0, c.n_obs()}, .stream = ~std::uint64_t{0}, .budget = kept}), epoch);
     const std::vector<OwnedRequest> whole = support::epoch(job, c.n_obs());
     check_epoch(c, {0, c.n_obs()}, kept, whole);
     const Batches all = support::observations(whole);
@@ -167,12 +169,13 @@ TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of 
   }
 }
 
-TEST_CASE("DistributedSampler<ClassSampler>, global: a class only in the range's tail is drawn too", "[class][distributed]") {
+TEST_CASE("DistributedSampler<ClassSampler>, global: a class only in the range's tail is drawn too",
+          "[class][distributed]") {
   // 95 codes, class 1 only in [80, 95); 2 ranks, batches of 20: 80 positions in whole batches.
   // num_samples equals the range's size, yet with replacement nothing of the range is cut away.
   const Codes codes = runs_of({{0, 80}, {1, 15}});
-  const cs::ClassSampler base(codes, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 12,
-                                      .num_samples = 95});
+  const cs::ClassSampler base(
+      codes, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 12, .num_samples = 95});
   std::int64_t class1 = 0;
   for (std::int64_t r = 0; r < 2; ++r) {
     Dist rank(base, cs::DistInfo{.rank = r, .world_size = 2}, {.mode = cs::ShardMode::global});

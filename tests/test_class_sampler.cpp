@@ -107,8 +107,8 @@ TEST_CASE("ClassSampler: a mask renormalizes the weights; a mask without a sampl
   // runs: class 0 [0, 10), class 1 [10, 13) (short, excluded), class 2 [13, 33), class 0 [33, 37)
   const Codes codes = runs_of({{0, 10}, {1, 3}, {2, 20}, {0, 4}});
   const std::vector<double> weights{1, 0, 3};
-  const cs::ClassOptions base{.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 1, .num_samples = 400,
-                              .class_weights = weights};
+  const cs::ClassOptions base{
+      .chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 1, .num_samples = 400, .class_weights = weights};
 
   SECTION("a mask holding only class 2 reads only class 2") {
     cs::ClassOptions o = base;
@@ -145,8 +145,8 @@ TEST_CASE("ClassSampler: a mask renormalizes the weights; a mask without a sampl
     int thrown = 0;
     for (int trial = 0; trial < 300; ++trial) {
       ClassConfig c;
-      c.options = {.chunk_size = g.between(1, 6), .preload_nchunks = 1, .batch_size = 1, .seed = g.next(),
-                   .num_samples = 30};
+      c.options = {
+          .chunk_size = g.between(1, 6), .preload_nchunks = 1, .batch_size = 1, .seed = g.next(), .num_samples = 30};
       c.options.batch_size = g.divisor_of(c.options.chunk_size);
       draw_codes(g, c, g.between(1, 8), 6);
       const cs::Slice mask = g.sub_range(c.n_obs());
@@ -172,8 +172,8 @@ TEST_CASE("ClassSampler: a worked example", "[class]") {
   // Class 0: [0, 10) and [30, 40) (6 starts each for chunk 5); class 1: [10, 30) (16 starts).
   // 23 positions: chunks of 5, 5, 5, 5, 3; batches of 5 (the last 3); requests of 2 chunks.
   const Codes codes = runs_of({{0, 10}, {1, 20}, {0, 10}});
-  cs::ClassSampler sampler(codes, {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 9,
-                                   .num_samples = 23});
+  cs::ClassSampler sampler(codes,
+                           {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 9, .num_samples = 23});
   CHECK(sampler.n_classes() == 2);
   CHECK(sampler.n_batches(40) == 5);
   const auto plan = sampler.plan(40, 0);
@@ -190,13 +190,15 @@ TEST_CASE("ClassSampler: a worked example", "[class]") {
   CHECK(requests[2].chunks[0].size() == 3);
   CHECK(requests[2].batches.size() == 1);
   CHECK(requests[2].batches[0].size() == 3);
-  check_epoch({.codes = codes, .weights = {}, .options = {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5,
-                                                          .num_samples = 23}},
+  check_epoch({.codes = codes,
+               .weights = {},
+               .options = {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .num_samples = 23}},
               {0, 40}, 23, requests);
 
   SECTION("drop_last: 4 full batches, the last chunk's 3 rows not read") {
-    cs::ClassSampler dropping(codes, {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .drop_last = true,
-                                      .seed = 9, .num_samples = 23});
+    cs::ClassSampler dropping(
+        codes,
+        {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .drop_last = true, .seed = 9, .num_samples = 23});
     CHECK(dropping.n_batches(40) == 4);
     const std::vector<OwnedRequest> r = support::epoch(dropping, 40);
     REQUIRE(r.size() == 2);
@@ -204,19 +206,20 @@ TEST_CASE("ClassSampler: a worked example", "[class]") {
     CHECK(r[1].buffer_size() == 10);
   }
   SECTION("drop_last with fewer positions than a batch: an empty epoch") {
-    cs::ClassSampler empty(codes, {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .drop_last = true,
-                                   .num_samples = 4});
+    cs::ClassSampler empty(
+        codes, {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .drop_last = true, .num_samples = 4});
     CHECK(empty.n_batches(40) == 0);
     CHECK(support::epoch(empty, 40).empty());
     CHECK(empty.epoch() == 1);
   }
   SECTION("a lcm block of chunk 4, batch 6: groups of 3 chunks, two batches each") {
     const Codes long_runs = runs_of({{0, 12}, {1, 12}, {2, 12}});
-    cs::ClassSampler grouped(long_runs, {.chunk_size = 4, .preload_nchunks = 6, .batch_size = 6, .seed = 5,
-                                         .num_samples = 240});
+    cs::ClassSampler grouped(long_runs,
+                             {.chunk_size = 4, .preload_nchunks = 6, .batch_size = 6, .seed = 5, .num_samples = 240});
     CHECK(grouped.plan(36, 0).group_chunks() == 3);
-    check_epoch({.codes = long_runs, .weights = {}, .options = {.chunk_size = 4, .preload_nchunks = 6,
-                                                                .batch_size = 6, .num_samples = 240}},
+    check_epoch({.codes = long_runs,
+                 .weights = {},
+                 .options = {.chunk_size = 4, .preload_nchunks = 6, .batch_size = 6, .num_samples = 240}},
                 {0, 36}, 240, support::epoch(grouped, 36));
   }
 }
@@ -249,8 +252,8 @@ TEST_CASE("ClassSampler: the run-length rule names exactly the classes with shor
         ++count;
       }
     }
-    const cs::ClassOptions options{.chunk_size = chunk, .preload_nchunks = 1, .batch_size = 1, .num_samples = 10,
-                                   .class_weights = weights};
+    const cs::ClassOptions options{
+        .chunk_size = chunk, .preload_nchunks = 1, .batch_size = 1, .num_samples = 10, .class_weights = weights};
     std::string message;
     try {
       (void)cs::ClassSampler(codes, options);
@@ -269,7 +272,7 @@ TEST_CASE("ClassSampler: the run-length rule names exactly the classes with shor
       expected += fmt::format("{}class {} ({} short run{}, shortest {})", expected.empty() ? "" : ", ", k, v.first,
                               v.first == 1 ? "" : "s", v.second);
     CHECK_THAT(message, Contains(fmt::format("chunk_size ({})", chunk)) &&
-                           Contains(fmt::format("classes with shorter runs: {};", expected)));
+                            Contains(fmt::format("classes with shorter runs: {};", expected)));
   }
   CHECK(thrown > 100);
 }
@@ -314,7 +317,11 @@ TEST_CASE("ClassSampler is deterministic per (seed, epoch); epochs and seeds dif
 
 TEST_CASE("ClassSampler: fingerprints tell configurations apart", "[class]") {
   const Codes codes = runs_of({{0, 10}, {1, 20}, {0, 10}});
-  const cs::ClassOptions o{.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 3, .num_samples = 50,
+  const cs::ClassOptions o{.chunk_size = 5,
+                           .preload_nchunks = 2,
+                           .batch_size = 5,
+                           .seed = 3,
+                           .num_samples = 50,
                            .class_weights = {1.0, 2.0}};
   const cs::ClassSampler base(codes, o);
   CHECK(cs::ClassSampler(codes, o).fingerprint() == base.fingerprint());
@@ -346,8 +353,8 @@ TEST_CASE("ClassSampler: fingerprints tell configurations apart", "[class]") {
 
 TEST_CASE("ClassSampler::with_shard: the shard's range, stream and budget; the original unchanged", "[class]") {
   const Codes codes = runs_of({{0, 30}, {1, 40}, {0, 30}});
-  cs::ClassSampler base(codes, {.chunk_size = 4, .preload_nchunks = 4, .batch_size = 8, .seed = 77,
-                                .num_samples = 200});
+  cs::ClassSampler base(codes,
+                        {.chunk_size = 4, .preload_nchunks = 4, .batch_size = 8, .seed = 77, .num_samples = 200});
   base.set_epoch(3);
   const cs::ClassSampler shard = base.with_shard({.mask = {20, 80}, .stream = 5, .budget = 96});
   CHECK(shard.rng() == base.rng().spawn(5));
@@ -360,8 +367,9 @@ TEST_CASE("ClassSampler::with_shard: the shard's range, stream and budget; the o
   CHECK(base.rng() == cs::Rng(77));
   cs::ClassSampler played = shard;
   const std::vector<OwnedRequest> requests = support::epoch(played, 100);
-  ClassConfig model{.codes = codes, .weights = {}, .options = {.chunk_size = 4, .preload_nchunks = 4,
-                                                               .batch_size = 8, .num_samples = 96}};
+  ClassConfig model{.codes = codes,
+                    .weights = {},
+                    .options = {.chunk_size = 4, .preload_nchunks = 4, .batch_size = 8, .num_samples = 96}};
   check_epoch(model, {20, 80}, 96, requests);
   // Same stream, same epoch; another stream, another epoch (24 chunks, of 14 starts or more each).
   cs::ClassSampler twin = base.with_shard({.mask = {20, 80}, .stream = 5, .budget = 96});
@@ -395,9 +403,9 @@ TEST_CASE("ClassSampler validation names the parameter, its value and the rule",
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.batch_size = 3; })),
                   Contains("batch_size (3)") && Contains("divide"));
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) {
-                    o.chunk_size = std::int64_t{1} << 40;
-                    o.preload_nchunks = std::int64_t{1} << 30;
-                  })),
+                                     o.chunk_size = std::int64_t{1} << 40;
+                                     o.preload_nchunks = std::int64_t{1} << 30;
+                                   })),
                   Contains("2^62"));
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.mask = cs::Slice{-1, 5}; })),
                   Contains("mask.start (-1)"));
@@ -409,14 +417,12 @@ TEST_CASE("ClassSampler validation names the parameter, its value and the rule",
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.num_samples = -3; })), Contains("num_samples (-3)"));
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.class_weights = {1.0, -0.5}; })),
                   Contains("class_weights[1] (-0.5)") && Contains(">= 0"));
-  REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) {
-                    o.class_weights = {std::numeric_limits<double>::quiet_NaN(), 1.0};
-                  })),
-                  Contains("class_weights[0] (nan)") && Contains("finite"));
-  REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) {
-                    o.class_weights = {1.0, std::numeric_limits<double>::infinity()};
-                  })),
-                  Contains("class_weights[1] (inf)"));
+  REQUIRE_INVALID(
+      cs::ClassSampler(codes, with([](auto& o) { o.class_weights = {std::numeric_limits<double>::quiet_NaN(), 1.0}; })),
+      Contains("class_weights[0] (nan)") && Contains("finite"));
+  REQUIRE_INVALID(
+      cs::ClassSampler(codes, with([](auto& o) { o.class_weights = {1.0, std::numeric_limits<double>::infinity()}; })),
+      Contains("class_weights[1] (inf)"));
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.class_weights = {1e308, 1e308}; })),
                   Contains("sum") && Contains("finite"));
   REQUIRE_INVALID(cs::ClassSampler(codes, with([](auto& o) { o.class_weights = {0.0, 0.0}; })),
@@ -451,13 +457,18 @@ TEST_CASE("ClassSampler's random stream is pinned", "[class]") {
   // Computed once from the implementation and stored: a change here changes what every seed
   // produces on every platform. Change them only for a deliberate, documented change of streams.
   const Codes codes = runs_of({{0, 10}, {1, 20}, {2, 6}, {0, 10}});
-  cs::ClassSampler sampler(codes, {.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 42,
-                                   .num_samples = 40, .class_weights = {1.0, 2.0, 3.0}});
+  cs::ClassSampler sampler(codes, {.chunk_size = 5,
+                                   .preload_nchunks = 2,
+                                   .batch_size = 5,
+                                   .seed = 42,
+                                   .num_samples = 40,
+                                   .class_weights = {1.0, 2.0, 3.0}});
   const auto e0 = support::epoch(sampler, 46);
   REQUIRE(e0.size() == 4);
   std::vector<cs::Slice> chunks;
   for (const OwnedRequest& r : e0) chunks.insert(chunks.end(), r.chunks.begin(), r.chunks.end());
-  CHECK(chunks == std::vector<cs::Slice>{{30, 35}, {10, 15}, {39, 44}, {31, 36}, {31, 36}, {11, 16}, {13, 18}, {30, 35}});
+  CHECK(chunks ==
+        std::vector<cs::Slice>{{30, 35}, {10, 15}, {39, 44}, {31, 36}, {31, 36}, {11, 16}, {13, 18}, {30, 35}});
   CHECK(e0[0].batches == std::vector<std::vector<std::int64_t>>{{1, 0, 4, 3, 2}, {6, 5, 7, 8, 9}});
   CHECK(e0[3].batches.front() == std::vector<std::int64_t>{4, 1, 2, 3, 0});
   const auto e1 = support::epoch(sampler, 46);

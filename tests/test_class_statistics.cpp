@@ -54,8 +54,8 @@ TEST_CASE("ClassSampler: class frequencies follow the renormalized weights (chi-
   // Class 5 lives outside the mask below, class 2 is excluded (its runs are short), and classes 3
   // and 4 have runs the mask cuts; runs of a class differ in length, so drawing a run first (as
   // annbatch does) would not be uniform over starts.
-  const Codes codes = runs_of({{5, 10}, {3, 30}, {0, 8}, {1, 12}, {4, 8}, {2, 3}, {0, 20}, {4, 8}, {1, 9}, {2, 1},
-                               {4, 12}, {3, 25}});
+  const Codes codes =
+      runs_of({{5, 10}, {3, 30}, {0, 8}, {1, 12}, {4, 8}, {2, 3}, {0, 20}, {4, 8}, {1, 9}, {2, 1}, {4, 12}, {3, 25}});
   const std::vector<double> weights{1, 2, 0, 3, 4, 5};
   struct Case {
     std::int64_t chunk, preload, batch;
@@ -64,10 +64,8 @@ TEST_CASE("ClassSampler: class frequencies follow the renormalized weights (chi-
   // g = 1 (a class per batch), g = 2 (chunk 6, batch 4: three batches per class group), and
   // masks that drop class 5 and clip class 3's runs at both ends ([15, 131)), or leave a 4-row
   // piece of class 4's last run that cannot hold a chunk ([17, 113)).
-  const Case cases[] = {{8, 4, 8, std::nullopt},
-                        {6, 6, 4, std::nullopt},
-                        {8, 4, 8, cs::Slice{15, 131}},
-                        {6, 6, 4, cs::Slice{17, 113}}};
+  const Case cases[] = {
+      {8, 4, 8, std::nullopt}, {6, 6, 4, std::nullopt}, {8, 4, 8, cs::Slice{15, 131}}, {6, 6, 4, cs::Slice{17, 113}}};
   std::uint64_t seed = 2024;
   for (const Case& k : cases) {
     const cs::Slice range = k.mask.value_or(cs::Slice{0, std::ssize(codes)});

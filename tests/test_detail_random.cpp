@@ -53,9 +53,8 @@ std::uint64_t next64(Engine& engine) {
 }  // namespace
 
 TEST_CASE("bounded: every draw is below the bound", "[detail_random]") {
-  const std::uint64_t bound = GENERATE(as<std::uint64_t>{}, 1, 2, 3, two_pow(32) - 1,
-                                       two_pow(32), two_pow(32) + 1, two_pow(62), 0xAAAAAAAAAAAAAAABULL,
-                                       ~std::uint64_t{0});
+  const std::uint64_t bound = GENERATE(as<std::uint64_t>{}, 1, 2, 3, two_pow(32) - 1, two_pow(32), two_pow(32) + 1,
+                                       two_pow(62), 0xAAAAAAAAAAAAAAABULL, ~std::uint64_t{0});
   CAPTURE(bound);
   detail::Engine engine = detail::make_engine(2024, bound);
   for (int i = 0; i < 20000; ++i) REQUIRE(detail::bounded(engine, bound) < bound);
@@ -63,8 +62,8 @@ TEST_CASE("bounded: every draw is below the bound", "[detail_random]") {
 
 TEST_CASE("bounded: draws are near uniform (chi-square, fixed seed)", "[detail_random]") {
   // Bins: `cells` equal-width ranges (the last possibly narrower), expected count proportional to width.
-  const std::uint64_t bound = GENERATE(as<std::uint64_t>{}, 2, 3, 7, two_pow(32) - 1,
-                                       two_pow(32), two_pow(32) + 1, two_pow(62), 0xAAAAAAAAAAAAAAABULL);
+  const std::uint64_t bound = GENERATE(as<std::uint64_t>{}, 2, 3, 7, two_pow(32) - 1, two_pow(32), two_pow(32) + 1,
+                                       two_pow(62), 0xAAAAAAAAAAAAAAABULL);
   CAPTURE(bound);
   constexpr std::int64_t draws = 32000;
   const std::uint64_t cells = std::min<std::uint64_t>(bound, 16);
@@ -191,7 +190,8 @@ TEST_CASE("FeistelPermutation: a bijection of 0..n-1 for many n and keys", "[det
       REQUIRE(is_bijection(detail::FeistelPermutation(n, key), n));
     }
     // squares and their neighbours: where the side of the square domain changes
-    for (const std::uint64_t n : std::initializer_list<std::uint64_t>{4095, 4096, 4097, 65535, 65536, 65537, 66049, 66050}) {
+    for (const std::uint64_t n :
+         std::initializer_list<std::uint64_t>{4095, 4096, 4097, 65535, 65536, 65537, 66049, 66050}) {
       CAPTURE(n);
       REQUIRE(is_bijection(detail::FeistelPermutation(n, 3), n));
     }
@@ -200,7 +200,8 @@ TEST_CASE("FeistelPermutation: a bijection of 0..n-1 for many n and keys", "[det
 
 TEST_CASE("KeyedPermutation: a bijection on both sides of its table limit, shared by copies", "[detail_random]") {
   constexpr std::uint64_t limit = detail::KeyedPermutation::table_limit;
-  for (const std::uint64_t n : std::initializer_list<std::uint64_t>{1, 2, 3, 17, 1000, limit - 1, limit, limit + 1, 100'003}) {
+  for (const std::uint64_t n :
+       std::initializer_list<std::uint64_t>{1, 2, 3, 17, 1000, limit - 1, limit, limit + 1, 100'003}) {
     for (std::uint64_t key = 0; key < 3; ++key) {
       CAPTURE(n, key);
       const detail::KeyedPermutation perm(n, detail::mix64(key));
@@ -232,7 +233,8 @@ TEST_CASE("KeyedPermutation: looked up from several threads at once, before its 
 }
 
 TEST_CASE("FeistelPermutation: huge n gives in-range, distinct values", "[detail_random]") {
-  const std::uint64_t n = GENERATE(as<std::uint64_t>{}, two_pow(62), two_pow(62) - 1, two_pow(61) + 1, 3 * two_pow(40) + 7);
+  const std::uint64_t n =
+      GENERATE(as<std::uint64_t>{}, two_pow(62), two_pow(62) - 1, two_pow(61) + 1, 3 * two_pow(40) + 7);
   CAPTURE(n);
   const detail::FeistelPermutation perm(n, 0x5eed);
   std::vector<std::uint64_t> positions;
@@ -269,9 +271,9 @@ TEST_CASE("FeistelPermutation: near uniform over keys (chi-square, pairwise orde
   SECTION("n = 16: where element 0 lands, what lands at 0, and pairwise order") {
     constexpr std::uint64_t n = 16;
     constexpr std::uint64_t keys = 16000;
-    std::vector<std::int64_t> landing(n, 0);    // position p with perm(p) == 0
-    std::vector<std::int64_t> at_zero(n, 0);    // perm(0)
-    std::vector<std::int64_t> less(n * n, 0);   // perm(i) < perm(j)
+    std::vector<std::int64_t> landing(n, 0);   // position p with perm(p) == 0
+    std::vector<std::int64_t> at_zero(n, 0);   // perm(0)
+    std::vector<std::int64_t> less(n * n, 0);  // perm(i) < perm(j)
     // joint values of a few position pairs (neighbours, and positions sharing one half of their bits)
     constexpr std::array<std::array<std::size_t, 2>, 4> pairs{{{0, 1}, {0, 4}, {5, 10}, {3, 15}}};
     std::vector<std::vector<std::int64_t>> joint(pairs.size(), std::vector<std::int64_t>(n * n, 0));
@@ -349,8 +351,8 @@ TEST_CASE("mix64 and derive: pinned values", "[detail_random]") {
 TEST_CASE("mix64: every input bit affects every output bit (avalanche)", "[detail_random]") {
   detail::Engine engine = detail::make_engine(3, 3);
   constexpr int inputs = 200;
-  std::array<std::int64_t, 64> flips{};          // output bits flipped, summed, per input bit
-  std::array<std::array<int, 64>, 64> hit{};     // input bit i ever flipped output bit j
+  std::array<std::int64_t, 64> flips{};       // output bits flipped, summed, per input bit
+  std::array<std::array<int, 64>, 64> hit{};  // input bit i ever flipped output bit j
   for (int t = 0; t < inputs; ++t) {
     const std::uint64_t x = next64(engine);
     const std::uint64_t y = detail::mix64(x);
@@ -394,20 +396,26 @@ TEST_CASE("Rng: seed, spawn and key are deterministic, and spawn paths are order
   STATIC_REQUIRE(root.spawn(0) != root);
   STATIC_REQUIRE(cs::Rng(1).spawn(0) != cs::Rng(0).spawn(1));
 
-  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) == cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}));
-  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root, 1, cs::detail::Purpose{0}));
-  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{2}));
-  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) != cs::detail::RngAccess::key(root.spawn(1), 0, cs::detail::Purpose{1}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) ==
+                 cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) !=
+                 cs::detail::RngAccess::key(root, 1, cs::detail::Purpose{0}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) !=
+                 cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{2}));
+  STATIC_REQUIRE(cs::detail::RngAccess::key(root, 0, cs::detail::Purpose{1}) !=
+                 cs::detail::RngAccess::key(root.spawn(1), 0, cs::detail::Purpose{1}));
 
   // different ranks and epochs never share a key, for a run of them
   std::set<std::uint64_t> keys;
   for (std::uint64_t rank = 0; rank < 16; ++rank)
     for (std::uint64_t epoch = 0; epoch < 16; ++epoch)
-      for (std::uint64_t purpose = 1; purpose <= 2; ++purpose) keys.insert(cs::detail::RngAccess::key(root.spawn(rank), epoch, cs::detail::Purpose{purpose}));
+      for (std::uint64_t purpose = 1; purpose <= 2; ++purpose)
+        keys.insert(cs::detail::RngAccess::key(root.spawn(rank), epoch, cs::detail::Purpose{purpose}));
   REQUIRE(keys.size() == 16 * 16 * 2);
 }
 
-TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, KeyedPermutation, partial_shuffle", "[detail_random]") {
+TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, KeyedPermutation, partial_shuffle",
+          "[detail_random]") {
   // Computed once and stored: these pin the random streams across compilers, standard libraries and
   // platforms (pcg32 and our own bounded draws are fully specified). If this fails, every
   // sampler's order for a given seed has changed.
@@ -418,12 +426,10 @@ TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, KeyedPermut
   }
   SECTION("bounded over both the 32-bit and the 64-bit paths") {
     detail::Engine engine = detail::make_engine(12345, 6);
-    const std::array<std::uint64_t, 10> bounds{10, 1000, 1, 2, 3, two_pow(32) - 1, two_pow(32), two_pow(32) + 1,
-                                               two_pow(62), 6};
-    const std::array<std::uint64_t, 10> expected{0ULL,          39ULL,          0ULL,
-                                                 0ULL,          1ULL,           297359363ULL,
-                                                 1248614069ULL, 2681191829ULL,  3026894525833588739ULL,
-                                                 1ULL};
+    const std::array<std::uint64_t, 10> bounds{
+        10, 1000, 1, 2, 3, two_pow(32) - 1, two_pow(32), two_pow(32) + 1, two_pow(62), 6};
+    const std::array<std::uint64_t, 10> expected{
+        0ULL, 39ULL, 0ULL, 0ULL, 1ULL, 297359363ULL, 1248614069ULL, 2681191829ULL, 3026894525833588739ULL, 1ULL};
     for (std::size_t i = 0; i < bounds.size(); ++i) {
       CAPTURE(i);
       REQUIRE(detail::bounded(engine, bounds[i]) == expected[i]);

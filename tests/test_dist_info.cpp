@@ -27,9 +27,9 @@ cs::DistInfo from(const Env& env) {
   });
 }
 
-constexpr std::array<const char*, 8> all_variables{"RANK",         "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                                                   "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                                                   "SLURM_PROCID", "SLURM_NTASKS"};
+constexpr std::array<const char*, 8> all_variables{
+    "RANK",     "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK", "PMI_SIZE",   "SLURM_PROCID",         "SLURM_NTASKS"};
 
 /// Clears the launcher variables for the test and puts the process environment back afterwards.
 class ScopedLauncherEnv {
@@ -69,8 +69,8 @@ TEST_CASE("dist_info_from: each launcher's variables", "[dist_info]") {
 }
 
 TEST_CASE("dist_info_from: precedence RANK > OMPI > PMI > SLURM", "[dist_info]") {
-  const Env all{{"RANK", "1"},         {"WORLD_SIZE", "2"},  {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                {"PMI_RANK", "5"},     {"PMI_SIZE", "6"},    {"SLURM_PROCID", "7"},         {"SLURM_NTASKS", "8"}};
+  const Env all{{"RANK", "1"},     {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"PMI_RANK", "5"}, {"PMI_SIZE", "6"},   {"SLURM_PROCID", "7"},         {"SLURM_NTASKS", "8"}};
   REQUIRE(from(all) == cs::DistInfo{1, 2});
 
   Env env = all;
@@ -129,13 +129,11 @@ TEST_CASE("dist_info_from: a rank variable without its size is a runtime_error",
     (void)from({{"RANK", "0"}});
   } catch (const std::invalid_argument&) {
     invalid_argument = true;
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   REQUIRE_FALSE(invalid_argument);
 }
 
-TEST_CASE("dist_info_from: a value that is not an integer is an invalid_argument naming the variable",
-          "[dist_info]") {
+TEST_CASE("dist_info_from: a value that is not an integer is an invalid_argument naming the variable", "[dist_info]") {
   const char* bad = GENERATE("abc", "1x", "", " 1", "1 ", "1.0", "0x10", "99999999999999999999");
   CAPTURE(bad);
   SECTION("rank") {
@@ -159,8 +157,7 @@ TEST_CASE("dist_info_from: negative integers parse, DistributedSampler rejects t
   REQUIRE(info == cs::DistInfo{-1, 4});
   const cs::SequentialSampler base({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10});
   REQUIRE_THROWS_AS(cs::DistributedSampler(base, info), std::invalid_argument);
-  REQUIRE_THROWS_AS(cs::DistributedSampler(base, from({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}})),
-                    std::invalid_argument);
+  REQUIRE_THROWS_AS(cs::DistributedSampler(base, from({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}})), std::invalid_argument);
 }
 
 TEST_CASE("DistributedSampler calls its dist_info source exactly once, at construction", "[dist_info]") {

@@ -130,7 +130,8 @@ void check_counts(const support::Config& c, const std::vector<Batches>& read) {
 // What the whole epoch read, against the uninterrupted epoch's coverage: drop/rotate read
 // nothing twice, nothing outside it, and lose fewer than `lost_batches_bound` batches' rows;
 // pad and no-enforce lose nothing.
-void check_epoch(const support::Config& c, const Counts& coverage, const Counts& read, std::int64_t lost_batches_bound) {
+void check_epoch(const support::Config& c, const Counts& coverage, const Counts& read,
+                 std::int64_t lost_batches_bound) {
   std::int64_t missing = 0;
   for (const auto& [obs, n] : coverage)
     if (!read.contains(obs)) ++missing;
@@ -167,7 +168,8 @@ struct Uninterrupted {
 
 // Every old rank consumed `b` batches; rank 0's state, through text, restores `w2` new ranks.
 // Checks the state, the deal of the unread batches and the epoch's coverage; returns the new job.
-[[nodiscard]] Job restart(const support::Config& c, const Uninterrupted& u, std::int64_t w, std::int64_t b, std::int64_t w2) {
+[[nodiscard]] Job restart(const support::Config& c, const Uninterrupted& u, std::int64_t w, std::int64_t b,
+                          std::int64_t w2) {
   const cs::SamplerState state = u.job.ranks[0].state(b);
   CHECK(state.world_size() == w);
   CHECK(support::fields(state).plan_world_size == w);
@@ -188,7 +190,8 @@ struct Uninterrupted {
     }
   }
   // The old ranks' unread batches, in order, dealt in blocks among the new ranks.
-  CHECK(support::concat(new_job.read) == dealt(c, unread(u.job.read, b, INT64_MAX, false), static_cast<std::size_t>(w2)));
+  CHECK(support::concat(new_job.read) ==
+        dealt(c, unread(u.job.read, b, INT64_MAX, false), static_cast<std::size_t>(w2)));
   Counts read;
   for (const Batches& mine : u.job.read) add(read, mine, 0, static_cast<std::size_t>(b));
   for (const Batches& mine : new_job.read) add(read, mine);

@@ -68,7 +68,7 @@ TEST_CASE("a state that does not fit the sampler throws StateMismatchError", "[e
 
   cs::RandomSampler same = random_sampler(7);
   same.restore(state);
-  CHECK_THROWS_AS(same.sample(999), cs::StateMismatchError);   // another n_obs
+  CHECK_THROWS_AS(same.sample(999), cs::StateMismatchError);                                 // another n_obs
   CHECK_THROWS_AS(same.sample(1'000, {.id = 0, .num_workers = 2}), cs::StateMismatchError);  // another worker
 
   // A distributed state into a plain sampler, and a contiguous one onto another world size.
@@ -104,8 +104,7 @@ TEST_CASE("state text that is not a state throws StateFormatError", "[errors]") 
   CHECK_THROWS_AS(cs::SamplerState::parse(negative), cs::StateFormatError);
 }
 
-TEST_CASE("a training script can start afresh on a stale checkpoint and stop on a bad configuration",
-          "[errors]") {
+TEST_CASE("a training script can start afresh on a stale checkpoint and stop on a bad configuration", "[errors]") {
   // The pattern the README shows: catch StateError, let ConfigError through.
   const std::string fresh = state_after_three(random_sampler(7)).to_string();
   const std::string stale = state_after_three(random_sampler(9)).to_string();

@@ -93,8 +93,9 @@ struct Reference {
 };
 
 [[nodiscard]] Reference reference(const Config& c, std::uint64_t epoch) {
-  const auto plan =
-      cs::RandomSampler(c.options()).with_shard({.mask = expected_window(c, epoch), .stream = global_stream, .budget = budget(c)}).plan(c.n_obs, epoch);
+  const auto plan = cs::RandomSampler(c.options())
+                        .with_shard({.mask = expected_window(c, epoch), .stream = global_stream, .budget = budget(c)})
+                        .plan(c.n_obs, epoch);
   Reference ref;
   cs::RequestBuffers buffers;
   for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
@@ -180,7 +181,8 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
         most = std::max(most, n);
         if (c.enforce) {
           CHECK(n == budget(c) / unit(c));
-          CHECK(std::ranges::all_of(mine, [&](const auto& b) { return static_cast<std::int64_t>(b.size()) == c.batch; }));
+          CHECK(
+              std::ranges::all_of(mine, [&](const auto& b) { return static_cast<std::int64_t>(b.size()) == c.batch; }));
         }
       }
       if (!c.enforce) {
@@ -201,8 +203,7 @@ TEST_CASE("Global mode over random configurations: windows, coverage, equal batc
             ++counts[obs];
             ++draws;
           }
-      const bool all_inside =
-          std::ranges::all_of(counts, [&](const auto& kv) { return window.contains(kv.first); });
+      const bool all_inside = std::ranges::all_of(counts, [&](const auto& kv) { return window.contains(kv.first); });
       CHECK(all_inside);
       if (c.enforce && c.remainder == cs::Remainder::pad) {
         CHECK(static_cast<std::int64_t>(counts.size()) == range.size());  // every observation of the mask
@@ -355,8 +356,8 @@ TEST_CASE("Global mode with replacement keeps the whole range, whatever the budg
   // 95 observations, 2 ranks, batches of 20: 80 positions in whole batches. Without replacement
   // drop reads the window [0, 80); with replacement the budget is 80 draws from all of [0, 95),
   // also when num_samples equals the range's size (its default) and so looks like "no budget".
-  const cs::RandomSampler with({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 8,
-                                .replacement = true});
+  const cs::RandomSampler with(
+      {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 8, .replacement = true});
   const cs::RandomSampler without({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 20, .seed = 8});
   for (const cs::Remainder remainder : {cs::Remainder::drop, cs::Remainder::rotate}) {
     INFO(support::policy_name(remainder));

@@ -104,26 +104,40 @@ TEST_CASE("n_batches at n_obs = 2^62 for every shape, whole and per worker", "[l
       {.chunk = 7, .preload = 3, .batch = 7, .mask = cs::Slice{5, two62}, .num_samples = two62 - 6},
       {.chunk = two62 - 1, .preload = 1, .batch = 1, .replacement = true, .num_samples = two62},
       {.chunk = two62, .preload = 1, .batch = two62, .replacement = true, .num_samples = two62},
-      {.chunk = 10, .preload = 1, .batch = 5, .drop_last = true, .mask = cs::Slice{two62 - 10, two62},
-       .replacement = true, .num_samples = two62 - 3},
+      {.chunk = 10,
+       .preload = 1,
+       .batch = 5,
+       .drop_last = true,
+       .mask = cs::Slice{two62 - 10, two62},
+       .replacement = true,
+       .num_samples = two62 - 3},
   };
   for (const Shape& s : shapes) {
     CAPTURE(s.chunk, s.preload, s.batch, s.drop_last, s.replacement, s.num_samples.value_or(-1));
-    check_counts(cs::RandomSampler({.chunk_size = s.chunk, .preload_nchunks = s.preload, .batch_size = s.batch,
-                                    .drop_last = s.drop_last, .mask = s.mask, .seed = 3,
-                                    .replacement = s.replacement, .num_samples = s.num_samples}),
+    check_counts(cs::RandomSampler({.chunk_size = s.chunk,
+                                    .preload_nchunks = s.preload,
+                                    .batch_size = s.batch,
+                                    .drop_last = s.drop_last,
+                                    .mask = s.mask,
+                                    .seed = 3,
+                                    .replacement = s.replacement,
+                                    .num_samples = s.num_samples}),
                  s);
     if (!s.replacement && !s.num_samples)
-      check_counts(cs::SequentialSampler({.chunk_size = s.chunk, .preload_nchunks = s.preload,
-                                          .batch_size = s.batch, .drop_last = s.drop_last, .mask = s.mask}),
+      check_counts(cs::SequentialSampler({.chunk_size = s.chunk,
+                                          .preload_nchunks = s.preload,
+                                          .batch_size = s.batch,
+                                          .drop_last = s.drop_last,
+                                          .mask = s.mask}),
                    s);
   }
   // The worked numbers behind two of the shapes: 2^62 = 3 * 1537228672809129301 + 1, and a
   // request of 2^62 - 1 rows over 2^62 observations leaves a second request of one row.
   REQUIRE(cs::SequentialSampler({.chunk_size = 3, .preload_nchunks = 1, .batch_size = 3, .drop_last = true})
               .n_batches(two62) == 1537228672809129301);
-  REQUIRE(cs::RandomSampler({.chunk_size = two62 - 1, .preload_nchunks = 1, .batch_size = two62 - 1})
-              .n_batches(two62) == 2);
+  REQUIRE(
+      cs::RandomSampler({.chunk_size = two62 - 1, .preload_nchunks = 1, .batch_size = two62 - 1}).n_batches(two62) ==
+      2);
 }
 
 TEST_CASE("chunks of 2^62 - 1, 2^61 + 1 and 2^62 rows over 2^62 observations", "[limits]") {
@@ -272,8 +286,12 @@ TEST_CASE("SequentialSampler's last request at 2^62: the tail of 2^62 mod 3000 r
 
 TEST_CASE("with replacement at the top of the range: starts of 2^62 - chunk_size", "[limits]") {
   SECTION("a range of exactly one chunk: every chunk is that range") {
-    cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 4, .batch_size = 20,
-                               .mask = cs::Slice{two62 - 10, two62}, .seed = 2, .replacement = true,
+    cs::RandomSampler sampler({.chunk_size = 10,
+                               .preload_nchunks = 4,
+                               .batch_size = 20,
+                               .mask = cs::Slice{two62 - 10, two62},
+                               .seed = 2,
+                               .replacement = true,
                                .num_samples = two62});
     REQUIRE(sampler.n_batches(two62) == two62 / 20 + 1);  // 2^62 = 20 * (2^62 / 20) + 4
     const auto plan = sampler.plan(two62, 0);
@@ -294,8 +312,12 @@ TEST_CASE("with replacement at the top of the range: starts of 2^62 - chunk_size
     REQUIRE(last[0].batches == std::vector<std::vector<std::int64_t>>{whole.batches.back()});
   }
   SECTION("one row wider: both starts occur") {
-    const cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10,
-                                     .mask = cs::Slice{two62 - 11, two62}, .seed = 2, .replacement = true,
+    const cs::RandomSampler sampler({.chunk_size = 10,
+                                     .preload_nchunks = 1,
+                                     .batch_size = 10,
+                                     .mask = cs::Slice{two62 - 11, two62},
+                                     .seed = 2,
+                                     .replacement = true,
                                      .num_samples = two62 - 4});
     const auto plan = sampler.plan(two62, 7);
     std::set<std::int64_t> starts;
@@ -303,8 +325,8 @@ TEST_CASE("with replacement at the top of the range: starts of 2^62 - chunk_size
     REQUIRE(starts == std::set<std::int64_t>{two62 - 11, two62 - 10});
   }
   SECTION("over all 2^62 rows, starts spread over the whole range") {
-    const cs::RandomSampler sampler({.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1, .seed = 2,
-                                     .replacement = true});
+    const cs::RandomSampler sampler(
+        {.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1, .seed = 2, .replacement = true});
     const auto plan = sampler.plan(two62, 0);
     std::int64_t highest = 0;
     for (std::int64_t i = 0; i < 64; ++i) {
@@ -339,8 +361,8 @@ TEST_CASE("workers at the limits: 2^62 workers, and more refused", "[limits]") {
   for (const std::int64_t k : {two62 + 1, INT64_MAX}) {
     CAPTURE(k);
     const cs::WorkerInfo worker{.id = 1, .num_workers = k};
-    REQUIRE_INVALID(small.n_batches(40, worker), Contains("num_workers (" + std::to_string(k) + ")") &&
-                                                     Contains("[1, 2^62]"));
+    REQUIRE_INVALID(small.n_batches(40, worker),
+                    Contains("num_workers (" + std::to_string(k) + ")") && Contains("[1, 2^62]"));
     REQUIRE_INVALID(small.sample(40, worker), Contains("num_workers"));
     REQUIRE_INVALID(rank.n_batches(two62, worker), Contains("num_workers"));
   }
@@ -377,10 +399,11 @@ TEST_CASE("epochs near 2^64 - 1: played, resumed, and wrapping to 0", "[limits]"
   REQUIRE(support::epoch(sampler, n_obs) == first);
   REQUIRE(first != played);
 
-  REQUIRE_INVALID(cs::SamplerState::parse(
-                      "chunksampler-state/3 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches=0 world_size=1 "
-                      "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0"),
-                  Contains("epoch") && Contains("18446744073709551616"));
+  REQUIRE_INVALID(
+      cs::SamplerState::parse(
+          "chunksampler-state/3 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches=0 world_size=1 "
+          "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0"),
+      Contains("epoch") && Contains("18446744073709551616"));
 }
 
 TEST_CASE("Feistel cycle-walking over 2^61 + 1 and 2^62 - 1 chunks", "[limits]") {
@@ -410,7 +433,8 @@ TEST_CASE("Feistel cycle-walking over 2^61 + 1 and 2^62 - 1 chunks", "[limits]")
       std::uint64_t x = domain(static_cast<std::uint64_t>(i));
       while (x >= static_cast<std::uint64_t>(n)) x = domain(x);
       const cs::Slice chunk = plan.chunk(i);
-      REQUIRE(chunk == cs::Slice{two62 - n + static_cast<std::int64_t>(x), two62 - n + static_cast<std::int64_t>(x) + 1});
+      REQUIRE(chunk ==
+              cs::Slice{two62 - n + static_cast<std::int64_t>(x), two62 - n + static_cast<std::int64_t>(x) + 1});
       values.insert(chunk.start);
     }
     REQUIRE(values.size() == positions.size());  // distinct positions, distinct chunks
@@ -428,8 +452,8 @@ TEST_CASE("ClassSampler: num_samples = 2^62 on one rank, 4 ranks and 2^20 ranks"
   };
   // Chunks of 3 in groups of 5 (one lcm(3, 5) = 15-row request): 2^62 = 15 * q + 4, so the last
   // request holds 4 rows, a chunk of 3 and one of 1 (2^62 = 3 * q' + 1), both of one group.
-  cs::ClassSampler sampler(codes, {.chunk_size = 3, .preload_nchunks = 5, .batch_size = 5, .seed = 4,
-                                   .num_samples = two62});
+  cs::ClassSampler sampler(codes,
+                           {.chunk_size = 3, .preload_nchunks = 5, .batch_size = 5, .seed = 4, .num_samples = two62});
   const std::int64_t batches = narrow(ceil128(two62, 5));
   REQUIRE(sampler.n_batches(40) == batches);
   const auto plan = sampler.plan(40, 0);
@@ -463,8 +487,8 @@ TEST_CASE("ClassSampler: num_samples = 2^62 on one rank, 4 ranks and 2^20 ranks"
 TEST_CASE("MixtureSampler: 2^62 positions over small datasets, and 2^20 ranks over huge ones", "[limits]") {
   SECTION("oversampling 40 rows 2^62 / 40 times") {
     // Equal weights split R = ceil(2^62 / 10) requests: R is odd, so dataset 0 gets the extra one.
-    cs::MixtureSampler mix({10, 30}, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 3,
-                                      .num_samples = two62});
+    cs::MixtureSampler mix({10, 30},
+                           {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 3, .num_samples = two62});
     const int128 requests = ceil128(two62, 10);
     REQUIRE(requests % 2 == 1);
     const auto plan = mix.plan(40, 0);
@@ -490,8 +514,8 @@ TEST_CASE("MixtureSampler: 2^62 positions over small datasets, and 2^20 ranks ov
   }
   SECTION("2^20 contiguous ranks read the same fraction of both datasets") {
     const std::vector<std::int64_t> sizes = {two61 + 12345, two61 - 12345};
-    const cs::MixtureSampler mix(sizes, {.chunk_size = 1024, .preload_nchunks = 1, .batch_size = 1024, .seed = 3,
-                                         .weights = {1, 3}});
+    const cs::MixtureSampler mix(
+        sizes, {.chunk_size = 1024, .preload_nchunks = 1, .batch_size = 1024, .seed = 3, .weights = {1, 3}});
     const std::int64_t world = std::int64_t{1} << 20;
     const std::int64_t per_rank = two62 / world;
     for (const std::int64_t r : {std::int64_t{0}, std::int64_t{1}, world / 3, world - 1}) {

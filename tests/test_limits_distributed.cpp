@@ -138,21 +138,21 @@ TEST_CASE("DistributedSampler at 2^62: world sizes up to 2^62, every mode and po
   const bool sequential = GENERATE(false, true);
   CAPTURE(mode == cs::ShardMode::global, support::policy_name(remainder), enforce, sequential);
   for (const cs::Slice range : {cs::Slice{0, two62}, cs::Slice{1, two62}}) {
-    for (const std::int64_t world : {std::int64_t{1}, std::int64_t{3}, std::int64_t{1} << 20, (std::int64_t{1} << 20) + 1,
-                                     two61 + 1, two62}) {
+    for (const std::int64_t world :
+         {std::int64_t{1}, std::int64_t{3}, std::int64_t{1} << 20, (std::int64_t{1} << 20) + 1, two61 + 1, two62}) {
       for (const std::int64_t batch : {std::int64_t{1}, std::int64_t{3}, std::int64_t{1024}}) {
         CAPTURE(range.start, world, batch);
-        const Grid g{.mode = mode, .remainder = remainder, .enforce = enforce, .range = range, .world = world,
-                     .batch = batch};
+        const Grid g{
+            .mode = mode, .remainder = remainder, .enforce = enforce, .range = range, .world = world, .batch = batch};
         const std::optional<cs::Slice> mask = range.start == 0 ? std::nullopt : std::optional<cs::Slice>(range);
         for (const std::int64_t r : std::set<std::int64_t>{0, world / 2, world - 1}) {
           if (sequential)
-            check_share(cs::SequentialSampler({.chunk_size = batch, .preload_nchunks = 1, .batch_size = batch,
-                                               .mask = mask}),
+            check_share(cs::SequentialSampler(
+                            {.chunk_size = batch, .preload_nchunks = 1, .batch_size = batch, .mask = mask}),
                         g, r, true);
           else
-            check_share(cs::RandomSampler({.chunk_size = batch, .preload_nchunks = 2, .batch_size = batch,
-                                           .mask = mask, .seed = 4}),
+            check_share(cs::RandomSampler(
+                            {.chunk_size = batch, .preload_nchunks = 2, .batch_size = batch, .mask = mask, .seed = 4}),
                         g, r, false);
         }
       }
@@ -263,7 +263,9 @@ TEST_CASE("an elastic restore of a state that claims up to 2^62 ranks looks at n
   const cs::RandomSampler base({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 10, .seed = 4});
   for (const auto policy : {cs::Remainder::drop, cs::Remainder::pad}) {
     for (const bool equal : {true, false}) {
-      const cs::DistributedOptions o{.enforce_equal_batches = equal, .mode = cs::ShardMode::global, .remainder = policy};
+      const cs::DistributedOptions o{.enforce_equal_batches = equal,
+                                     .mode = cs::ShardMode::global,
+                                     .remainder = policy};
       cs::DistributedSampler old_rank(base, cs::DistInfo{.rank = 0, .world_size = 4}, o);
       (void)old_rank.sample(1000);
       cs::SamplerState state = old_rank.state(0);
@@ -302,9 +304,11 @@ TEST_CASE("contiguous shards at 2^62: a state near the end of a rank's 2^60 batc
 
   rank.set_epoch(0);
   skip_to(rank, per_rank + 1);
-  REQUIRE_INVALID(rank.sample(two62), Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
+  REQUIRE_INVALID(rank.sample(two62),
+                  Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
   // The refused state is still pending: n_batches refuses it too, as sample() does.
-  REQUIRE_INVALID(rank.n_batches(two62), Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
+  REQUIRE_INVALID(rank.n_batches(two62),
+                  Contains("state's batches_done (1152921504606846977) exceed the 1152921504606846976"));
 
   // Worker 2 of 3 reads requests 2, 5, ...: (2^60 - 3) / 3 + 1 of them; its last is request
   // 2 + 3 * ((2^60 - 3) / 3).
@@ -330,7 +334,8 @@ TEST_CASE("rotate and pad at 2^62 on 3 ranks, in epochs 2^64 - 2 and 2^64 - 1", 
   REQUIRE(rotate.shard(two62, last_epoch - 1) == cs::Slice{2 * per_rank, 3 * per_rank});
   REQUIRE(rotate.shard(two62, last_epoch) == cs::Slice{1 + 2 * per_rank, two62});
   rotate.set_epoch(last_epoch);
-  REQUIRE(first_requests(rotate.sample(two62), 1).at(0).chunks == std::vector<cs::Slice>{{1 + 2 * per_rank, 2 + 2 * per_rank}});
+  REQUIRE(first_requests(rotate.sample(two62), 1).at(0).chunks ==
+          std::vector<cs::Slice>{{1 + 2 * per_rank, 2 + 2 * per_rank}});
   // After epoch 2^64 - 1 the counter wraps to epoch 0, an even epoch.
   REQUIRE(rotate.epoch() == 0);
   REQUIRE(rotate.shard(two62) == cs::Slice{2 * per_rank, 3 * per_rank});

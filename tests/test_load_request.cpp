@@ -168,15 +168,14 @@ TEST_CASE("Splits: a random-access, borrowed view of spans", "[load_request]") {
   REQUIRE((*kept)[0] == 105);
 
   // borrowed: algorithms on a temporary return usable iterators
-  const auto found = std::ranges::find_if(cs::Splits(positions, 5), [](std::span<const std::int64_t> b) {
-    return b.size() < 5;
-  });
+  const auto found =
+      std::ranges::find_if(cs::Splits(positions, 5), [](std::span<const std::int64_t> b) { return b.size() < 5; });
   REQUIRE((*found)[0] == 120);
 
   // views compose
   std::vector<std::size_t> sizes;
-  for (const std::size_t size : splits | std::views::reverse |
-                                    std::views::transform([](std::span<const std::int64_t> b) { return b.size(); }))
+  for (const std::size_t size :
+       splits | std::views::reverse | std::views::transform([](std::span<const std::int64_t> b) { return b.size(); }))
     sizes.push_back(size);
   REQUIRE(sizes == std::vector<std::size_t>{3, 5, 5, 5, 5});
 }

@@ -38,8 +38,8 @@ TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on 
           "[mixture][distributed]") {
   using Catch::Matchers::Contains;
   using Dist = cs::DistributedSampler<cs::MixtureSampler>;
-  const cs::MixtureOptions options{.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 78,
-                                   .weights = {1, 1, 1}};
+  const cs::MixtureOptions options{
+      .chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 78, .weights = {1, 1, 1}};
   const std::vector<std::int64_t> sizes = {100, 60, 40};
   const std::vector<double> other = {1, 0, 8};
   cs::MixtureOptions other_options = options;
@@ -157,8 +157,8 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
     CHECK_NOTHROW(Mixture(mix, cs::DistInfo{.rank = 0, .world_size = 2}).validate(52));
   }
   SECTION("the other remainder policies keep equal batch counts and the parts") {
-    const cs::MixtureSampler mix({103, 61, 37}, {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 8,
-                                                 .weights = {1, 2, 3}});
+    const cs::MixtureSampler mix(
+        {103, 61, 37}, {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 8, .weights = {1, 2, 3}});
     for (const cs::Remainder policy : {cs::Remainder::pad, cs::Remainder::rotate}) {
       for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
         std::set<std::int64_t> counts;
@@ -226,8 +226,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, global: the ranks deal one shared
   CHECK(tally.points > 50);
 }
 
-TEST_CASE("MixtureSampler with_shard: the same fraction of every dataset, disjoint for disjoint masks",
-          "[mixture]") {
+TEST_CASE("MixtureSampler with_shard: the same fraction of every dataset, disjoint for disjoint masks", "[mixture]") {
   using Catch::Matchers::Contains;
   ConfigRng g(31337);
   for (int trial = 0; trial < 200; ++trial) {
@@ -291,8 +290,8 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
   SECTION("2^62 requests of one row: the plan and any request at once") {
     // Weights 1:2 give shares 2^52 and 2^53: 2^62 / 3 = 1537228672809129301 rest 1, and twice that
     // rest 2, so the one request left over goes to dataset 1.
-    cs::MixtureSampler mix({two62 / 2, two62 / 2}, {.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1,
-                                                    .weights = {1, 2}});
+    cs::MixtureSampler mix({two62 / 2, two62 / 2},
+                           {.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1, .weights = {1, 2}});
     const cs::detail::MixturePlan plan = mix.plan(two62, 7);
     CHECK(plan.n_requests() == two62);
     CHECK(plan.quotas() == std::vector<std::int64_t>{1537228672809129301, 3074457345618258603});
@@ -309,8 +308,8 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
     const std::vector<std::int64_t> sizes = {two62 / 2 + 12345, two62 / 4 - 999, two62 / 4 - 11346};
     const std::int64_t total = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
     REQUIRE(total == two62);
-    const cs::MixtureSampler mix(sizes, {.chunk_size = 1024, .preload_nchunks = 4, .batch_size = 256, .seed = 5,
-                                         .weights = {1, 1, 2}});
+    const cs::MixtureSampler mix(
+        sizes, {.chunk_size = 1024, .preload_nchunks = 4, .batch_size = 256, .seed = 5, .weights = {1, 1, 2}});
     for (const std::int64_t world : {std::int64_t{3}, std::int64_t{7}}) {
       for (std::int64_t r = 0; r < world; ++r) {
         Mixture dist(mix, cs::DistInfo{.rank = r, .world_size = world});

@@ -62,8 +62,8 @@ TEST_CASE("MixtureSampler is a DistributableSampler and DistributedSampler wraps
   STATIC_REQUIRE(cs::Sampler<Mixture>);
   STATIC_REQUIRE_FALSE(cs::DistributableSampler<Mixture>);
 
-  const cs::MixtureSampler mix({100, 50, 30}, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5,
-                                               .weights = {2, 1, 1}});
+  const cs::MixtureSampler mix({100, 50, 30},
+                               {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .weights = {2, 1, 1}});
   CHECK(mix.shuffle());
   CHECK(mix.mask() == std::optional<cs::Slice>(cs::Slice{0, 180}));
   CHECK(mix.sizes() == std::vector<std::int64_t>{100, 50, 30});
@@ -161,8 +161,12 @@ TEST_CASE("MixtureSampler epoch invariants over random configurations", "[mixtur
 TEST_CASE("MixtureSampler worked examples: quotas, passes and the grid", "[mixture]") {
   // Datasets [0, 60), [60, 90), [90, 100); one chunk of 10 per request: 10 requests.
   const auto reads = [](const std::vector<double>& weights, std::int64_t num_samples) {
-    cs::MixtureSampler mix({60, 30, 10}, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .seed = 11,
-                                          .num_samples = num_samples, .weights = weights});
+    cs::MixtureSampler mix({60, 30, 10}, {.chunk_size = 10,
+                                          .preload_nchunks = 1,
+                                          .batch_size = 5,
+                                          .seed = 11,
+                                          .num_samples = num_samples,
+                                          .weights = weights});
     const support::EpochRecord rec = support::walk(mix, 100);
     return std::pair{rec, analyze(rec.requests, {{0, 60}, {60, 90}, {90, 100}}, 10, 1, 10)};
   };
@@ -206,8 +210,8 @@ TEST_CASE("MixtureSampler worked examples: quotas, passes and the grid", "[mixtu
     CHECK(rec.batch_lengths.back() == 2);  // 30 = 7 * 4 + 2
   }
   SECTION("from_boundaries is the same sampler") {
-    const cs::MixtureOptions options{.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 3,
-                                     .weights = {1, 2, 3}};
+    const cs::MixtureOptions options{
+        .chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 3, .weights = {1, 2, 3}};
     cs::MixtureSampler by_sizes({60, 30, 10}, options);
     cs::MixtureSampler by_boundaries = cs::MixtureSampler::from_boundaries({0, 60, 90, 100}, options);
     CHECK(by_boundaries.sizes() == by_sizes.sizes());
@@ -223,8 +227,8 @@ TEST_CASE("MixtureSampler interleaves the datasets uniformly through the epoch (
   // replacement, so the statistic is at most chi-square distributed; the bounds are its 0.999
   // quantiles (9 and 49 degrees of freedom), and the seed is fixed: the test cannot flake.
   constexpr int n_epochs = 400;
-  cs::MixtureSampler mix({400, 100}, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 5,
-                                      .weights = {4, 1}});
+  cs::MixtureSampler mix({400, 100},
+                         {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 5, .weights = {4, 1}});
   std::vector<double> tenths(10, 0.0);
   std::vector<double> slots(50, 0.0);
   std::vector<double> first(2, 0.0);
@@ -254,24 +258,27 @@ TEST_CASE("MixtureSampler interleaves the datasets uniformly through the epoch (
   // below its 0.999 quantile, 173.6.
   std::vector<std::array<double, 3>> per_slot(60, {0.0, 0.0, 0.0});
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
-    cs::MixtureSampler three({300, 200, 100}, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10,
-                                               .seed = seed, .weights = {3, 2, 1}});
+    cs::MixtureSampler three(
+        {300, 200, 100},
+        {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = seed, .weights = {3, 2, 1}});
     const Requests requests = support::epoch(three, 600);
     const Reads r = analyze(requests, {{0, 300}, {300, 500}, {500, 600}}, 10, 1, 10);
     REQUIRE(r.requests == std::vector<std::int64_t>{30, 20, 10});
     for (std::size_t k = 0; k < 60; ++k) per_slot[k][r.order[k]] += 1.0;
   }
   double statistic = 0.0;
-  for (const auto& counts : per_slot)
-    statistic += chi_square({counts[0], counts[1], counts[2]}, {150.0, 100.0, 50.0});
+  for (const auto& counts : per_slot) statistic += chi_square({counts[0], counts[1], counts[2]}, {150.0, 100.0, 50.0});
   CHECK(statistic < 173.6);
 }
 
 TEST_CASE("MixtureSampler temperature: 1 keeps the weights, large tends to uniform, 0 excludes", "[mixture]") {
   const std::vector<std::int64_t> sizes = {50, 50, 50, 50, 50};
   const auto probabilities = [&](std::vector<double> weights, double temperature) {
-    return cs::MixtureSampler(sizes, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10,
-                                      .weights = std::move(weights), .temperature = temperature})
+    return cs::MixtureSampler(sizes, {.chunk_size = 10,
+                                      .preload_nchunks = 1,
+                                      .batch_size = 10,
+                                      .weights = std::move(weights),
+                                      .temperature = temperature})
         .probabilities();
   };
   SECTION("200 random weight vectors at temperatures 1, 0.5, 3 and 10^6") {
@@ -319,8 +326,13 @@ TEST_CASE("MixtureSampler temperature: 1 keeps the weights, large tends to unifo
   }
   SECTION("a dataset of weight 0 is never read, at any temperature") {
     for (const double temperature : {0.25, 1.0, 1e6}) {
-      cs::MixtureSampler mix(sizes, {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .seed = 9,
-                                     .num_samples = 1000, .weights = {1, 0, 5, 0, 2}, .temperature = temperature});
+      cs::MixtureSampler mix(sizes, {.chunk_size = 10,
+                                     .preload_nchunks = 1,
+                                     .batch_size = 10,
+                                     .seed = 9,
+                                     .num_samples = 1000,
+                                     .weights = {1, 0, 5, 0, 2},
+                                     .temperature = temperature});
       for (int e = 0; e < 5; ++e) {
         const support::EpochRecord rec = support::walk(mix, 250);
         CHECK(std::ranges::none_of(rec.draws, [](const support::Draw& d) {
@@ -333,8 +345,8 @@ TEST_CASE("MixtureSampler temperature: 1 keeps the weights, large tends to unifo
 
 TEST_CASE("MixtureSampler update_weights takes effect at the next epoch; older states are refused", "[mixture]") {
   using Catch::Matchers::Contains;
-  const cs::MixtureOptions options{.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 77,
-                                   .weights = {1, 1, 1}};
+  const cs::MixtureOptions options{
+      .chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 77, .weights = {1, 1, 1}};
   const std::vector<std::int64_t> sizes = {100, 60, 40};
   const std::vector<double> other = {1, 0, 8};
   cs::MixtureOptions other_options = options;
@@ -417,8 +429,8 @@ TEST_CASE("MixtureSampler is deterministic per (seed, epoch); set_epoch replays;
   // probability, so any equality is a broken stream.
   for (std::uint64_t seed = 0; seed < 20; ++seed) {
     const auto options = [](std::uint64_t s) {
-      return cs::MixtureOptions{.chunk_size = 10, .preload_nchunks = 3, .batch_size = 6, .seed = s,
-                                .weights = {1, 2, 3}};
+      return cs::MixtureOptions{
+          .chunk_size = 10, .preload_nchunks = 3, .batch_size = 6, .seed = s, .weights = {1, 2, 3}};
     };
     const std::vector<Requests> e = epochs_of(cs::MixtureSampler({400, 400, 400}, options(seed)), 1200, 3);
     CHECK(e[0] != e[1]);
@@ -474,8 +486,8 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
                     Contains("num_samples (0) must be in [1, 2^62]"));
   CHECK_THROWS_WITH(make({}, ok), Contains("sizes is empty"));
   CHECK_THROWS_WITH(make({30, 9, 40}, ok), Contains("sizes[1] (9) must be >= chunk_size (10)"));
-  CHECK_THROWS_WITH(make({std::int64_t{1} << 62, 10}, ok), Contains("sizes' sum must be <= 2^62") &&
-                                                                 Contains("sizes[1] (10)"));
+  CHECK_THROWS_WITH(make({std::int64_t{1} << 62, 10}, ok),
+                    Contains("sizes' sum must be <= 2^62") && Contains("sizes[1] (10)"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.weights = {1}; })),
                     Contains("weights has 1 values; it needs one per dataset (2) or none"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.weights = {1, -0.5}; })),
@@ -530,8 +542,8 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
 TEST_CASE("MixtureSampler's random stream is pinned", "[mixture]") {
   // Computed once from the implementation and stored: they pin the streams (dataset order, chunk
   // order per pass, positions). Change them only for a deliberate, documented change.
-  cs::MixtureSampler mix({100, 50, 30}, {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 42,
-                                         .weights = {2, 1, 1}});
+  cs::MixtureSampler mix({100, 50, 30},
+                         {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 42, .weights = {2, 1, 1}});
   const Requests e0 = support::epoch(mix, 180);
   REQUIRE(e0.size() == 9);
   std::vector<std::vector<cs::Slice>> chunks;

@@ -91,20 +91,24 @@ TEST_CASE("an open-ended mask under DistributedSampler: shards inside it, in bot
 TEST_CASE("an open-ended mask in ClassSampler, and the refusals", "[open_mask]") {
   std::vector<std::int32_t> codes(60, 0);
   for (std::size_t i = 30; i < 60; ++i) codes[i] = 1;
-  cs::ClassSampler classes(codes, {.chunk_size = 5, .preload_nchunks = 1, .batch_size = 5, .mask = cs::Slice::from(30),
-                                   .num_samples = 50});
+  cs::ClassSampler classes(
+      codes, {.chunk_size = 5, .preload_nchunks = 1, .batch_size = 5, .mask = cs::Slice::from(30), .num_samples = 50});
   for (const auto& batch : support::observations(support::epoch(classes, 60)))
     for (const std::int64_t obs : batch) REQUIRE(obs >= 30);
-  CHECK_THROWS_AS(cs::ClassSampler(codes, {.chunk_size = 5, .preload_nchunks = 1, .batch_size = 5,
-                                           .mask = cs::Slice::from(60), .num_samples = 5}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      cs::ClassSampler(
+          codes,
+          {.chunk_size = 5, .preload_nchunks = 1, .batch_size = 5, .mask = cs::Slice::from(60), .num_samples = 5}),
+      std::invalid_argument);
 
   cs::RandomSampler at_end({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(100)});
   CHECK_THROWS_WITH(at_end.validate(100), Contains("[100, 100) is empty"));
   CHECK_NOTHROW(at_end.validate(101));
-  CHECK_THROWS_WITH(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(-1)}),
+  CHECK_THROWS_WITH(cs::RandomSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(-1)}),
                     Contains("mask.start (-1) must be >= 0"));
-  CHECK_THROWS_WITH(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
-                                       .mask = cs::Slice::from(std::int64_t{1} << 62)}),
-                    Contains("must be < 2^62"));
+  CHECK_THROWS_WITH(
+      cs::RandomSampler(
+          {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(std::int64_t{1} << 62)}),
+      Contains("must be < 2^62"));
 }

@@ -97,8 +97,8 @@ TEST_CASE("the footguns that compiled no longer do", "[api]") {
 }
 
 TEST_CASE("update_weights keeps the temperature unless given one", "[api][mixture]") {
-  const cs::MixtureOptions options{.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5,
-                                   .weights = {1.0, 3.0}, .temperature = 2.0};
+  const cs::MixtureOptions options{
+      .chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .weights = {1.0, 3.0}, .temperature = 2.0};
   cs::MixtureSampler mix({100, 100}, options);
   mix.update_weights({3.0, 1.0});
   CHECK(mix.temperature() == 2.0);
@@ -141,9 +141,9 @@ TEST_CASE("a state shows what users need through accessors that match its text",
                             sampler.fingerprint()));
   CHECK(cs::SamplerState::parse(text) == state);
   // Version 3 (chunksampler 0.2's first keys) reads as the same state: the epochs did not change.
-  const std::string v3 = fmt::format(
-      "chunksampler-state/3 fingerprint={:016x} seed=11 epoch=4 n_obs=1000 batches=6 world_size=1 "
-      "plan_world_size=1 workers=3 worker=1 runs=all dealt_at=0",
-      sampler.fingerprint());
+  const std::string v3 =
+      fmt::format("chunksampler-state/3 fingerprint={:016x} seed=11 epoch=4 n_obs=1000 batches=6 world_size=1 "
+                  "plan_world_size=1 workers=3 worker=1 runs=all dealt_at=0",
+                  sampler.fingerprint());
   CHECK(cs::SamplerState::parse(v3) == state);
 }

@@ -257,8 +257,12 @@ TEST_CASE("MixtureSampler under a contiguous DistributedSampler reads every row 
       std::int64_t total = 0;
       for (const std::int64_t s : sizes) total += s;
       // Four times the collection per rank: every rank reads its part of every dataset whole.
-      const cs::MixtureSampler m(sizes, {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch,
-                                         .seed = g.next(), .num_samples = 4 * world * total, .weights = weights});
+      const cs::MixtureSampler m(sizes, {.chunk_size = chunk,
+                                         .preload_nchunks = preload,
+                                         .batch_size = batch,
+                                         .seed = g.next(),
+                                         .num_samples = 4 * world * total,
+                                         .weights = weights});
       // Pad cuts the collection into balanced shards that tile it, so every row is promised.
       const cs::DistributedOptions pad{.remainder = cs::Remainder::pad};
       INFO("sizes " << fmt::format("{}", sizes) << " chunk " << chunk << " preload " << preload << " batch " << batch

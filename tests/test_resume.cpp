@@ -101,8 +101,8 @@ void check_distributed(std::uint64_t seed, cs::ShardMode mode) {
       }
     });
   }
-  for (const char* feature : {"sequential", "replacement", "num_samples", "world > 1", "unequal batches", "drop",
-                              "pad", "rotate"}) {
+  for (const char* feature :
+       {"sequential", "replacement", "num_samples", "world > 1", "unequal batches", "drop", "pad", "rotate"}) {
     INFO(feature);
     CHECK(coverage.seen.contains(feature));
   }
@@ -123,9 +123,7 @@ TEST_CASE("resume: RandomSampler and SequentialSampler continue at every batch",
     coverage.note(c);
     const std::uint64_t epoch = random_epoch(g);
     const std::int64_t workers = trial % 4 + 1;
-    c.with_base([&](const auto& base) {
-      check_workers([&] { return base; }, c.n_obs, epoch, workers, g, tally);
-    });
+    c.with_base([&](const auto& base) { check_workers([&] { return base; }, c.n_obs, epoch, workers, g, tally); });
   }
   for (const char* feature : {"random", "sequential", "replacement", "num_samples", "drop_last", "mask"}) {
     INFO(feature);
@@ -269,16 +267,16 @@ TEST_CASE("resume: the middle of an epoch over 10^12 observations is served at o
     auto resumed = base;
     const std::int64_t done = 3'906'250'000 / 2 + 7;
     resumed.restore(cs::detail::StateAccess::make({.fingerprint = base.fingerprint(),
-                                     .seed = 12,
-                                     .epoch = 5,
-                                     .n_obs = n_obs,
-                                     .batches_done = done,
-                                     .world_size = 1,
-                                     .plan_world_size = 1,
-                                     .num_workers = 1,
-                                     .worker = 0,
-                                     .runs = std::nullopt,
-                                     .dealt_at = 0}));
+                                                   .seed = 12,
+                                                   .epoch = 5,
+                                                   .n_obs = n_obs,
+                                                   .batches_done = done,
+                                                   .world_size = 1,
+                                                   .plan_world_size = 1,
+                                                   .num_workers = 1,
+                                                   .worker = 0,
+                                                   .runs = std::nullopt,
+                                                   .dealt_at = 0}));
     const std::vector<OwnedRequest> requests = first_requests(resumed.sample(n_obs), 1);
     cs::RequestBuffers buffers;
     const std::int64_t k = plan.request_of(done);

@@ -108,10 +108,17 @@ cs::SamplerState random_state(support::ConfigRng& g) {
 
 // The fields of a valid state's text, each "name=value", after the header.
 struct Fields {
-  std::vector<std::pair<std::string, std::string>> items = {
-      {"fingerprint", "00000000000000ab"}, {"seed", "7"}, {"epoch", "3"}, {"n_obs", "1000"}, {"batches_done", "12"},
-      {"world_size", "4"}, {"num_workers", "3"}, {"worker", "1"}, {"plan_world_size", "2"}, {"runs", "0-5,9-12"},
-      {"dealt_at", "4"}};
+  std::vector<std::pair<std::string, std::string>> items = {{"fingerprint", "00000000000000ab"},
+                                                            {"seed", "7"},
+                                                            {"epoch", "3"},
+                                                            {"n_obs", "1000"},
+                                                            {"batches_done", "12"},
+                                                            {"world_size", "4"},
+                                                            {"num_workers", "3"},
+                                                            {"worker", "1"},
+                                                            {"plan_world_size", "2"},
+                                                            {"runs", "0-5,9-12"},
+                                                            {"dealt_at", "4"}};
   std::string header = "chunksampler-state/4";
 
   [[nodiscard]] std::string text() const {
@@ -130,16 +137,16 @@ struct Fields {
 
 TEST_CASE("SamplerState text: the documented format", "[state]") {
   const cs::SamplerState state = cs::detail::StateAccess::make({.fingerprint = 0xab,
-                               .seed = 7,
-                               .epoch = 3,
-                               .n_obs = 1000,
-                               .batches_done = 12,
-                               .world_size = 4,
-                               .plan_world_size = 2,
-                               .num_workers = 3,
-                               .worker = 1,
-                               .runs = std::vector<cs::BatchRun>{{0, 5}, {9, 12}},
-                               .dealt_at = 4});
+                                                                .seed = 7,
+                                                                .epoch = 3,
+                                                                .n_obs = 1000,
+                                                                .batches_done = 12,
+                                                                .world_size = 4,
+                                                                .plan_world_size = 2,
+                                                                .num_workers = 3,
+                                                                .worker = 1,
+                                                                .runs = std::vector<cs::BatchRun>{{0, 5}, {9, 12}},
+                                                                .dealt_at = 4});
   CHECK(state.to_string() == Fields{}.text());
   CHECK(state.to_string() ==
         "chunksampler-state/4 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches_done=12 world_size=4 "
@@ -220,8 +227,8 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
   SECTION("a bad number") {
     for (const std::string bad : {"", "abc", "12x", "1.5", "+1", "1e3", "0x1", "1-2"}) {
       INFO("value " << bad);
-      for (const char* name :
-           {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers", "worker", "dealt_at"})
+      for (const char* name : {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers",
+                               "worker", "dealt_at"})
         require_rejected(Fields(valid).set(name, bad).text(), name);
     }
     for (const std::string bad : {"", "xyz", "0x1f", "-1", "+1", "12g4", "1.0"})
@@ -234,27 +241,32 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     require_rejected(Fields(valid).set("fingerprint", "10000000000000000").text(), "fingerprint");  // 2^64
     for (const char* name : {"seed", "epoch"})
       require_rejected(Fields(valid).set(name, "18446744073709551616").text(), name);  // 2^64
-    CHECK(cs::SamplerState::parse(Fields(valid).set("seed", "18446744073709551615").text()).seed() == ~std::uint64_t{0});
+    CHECK(cs::SamplerState::parse(Fields(valid).set("seed", "18446744073709551615").text()).seed() ==
+          ~std::uint64_t{0});
     for (const char* name : {"n_obs", "batches_done", "world_size", "plan_world_size", "num_workers", "dealt_at"}) {
       require_rejected(Fields(valid).set(name, "9223372036854775808").text(), name);  // 2^63
       require_rejected(Fields(valid).set(name, "4611686018427387905").text(), name);  // 2^62 + 1
     }
-    CHECK(cs::SamplerState::parse(Fields(valid).set("batches_done", "4611686018427387904").text()).batches_done() == max_size);
+    CHECK(cs::SamplerState::parse(Fields(valid).set("batches_done", "4611686018427387904").text()).batches_done() ==
+          max_size);
   }
   SECTION("negative or zero values") {
-    for (const char* name :
-         {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers", "worker", "dealt_at"})
+    for (const char* name : {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers",
+                             "worker", "dealt_at"})
       require_rejected(Fields(valid).set(name, "-1").text(), name);
     for (const char* name : {"world_size", "plan_world_size", "num_workers"})
       require_rejected(Fields(valid).set(name, "0").text(), name);
-    CHECK(cs::SamplerState::parse(Fields(valid).set("batches_done", "0").set("dealt_at", "0").text()).batches_done() == 0);
+    CHECK(cs::SamplerState::parse(Fields(valid).set("batches_done", "0").set("dealt_at", "0").text()).batches_done() ==
+          0);
   }
   SECTION("dealt_at beyond batches, or with every batch") {
     require_rejected(Fields(valid).set("batches_done", "12").set("dealt_at", "13").text(), "dealt_at");
     require_rejected(Fields(valid).set("runs", "all").set("dealt_at", "1").text(), "dealt_at");
     CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("dealt_at", "12").text())).dealt_at == 12);
-    CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "none").set("dealt_at", "12").text())).dealt_at == 12);
-    CHECK_FALSE(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "all").set("dealt_at", "0").text())).runs);
+    CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "none").set("dealt_at", "12").text()))
+              .dealt_at == 12);
+    CHECK_FALSE(
+        support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "all").set("dealt_at", "0").text())).runs);
   }
   SECTION("n_obs=any only at the start of an epoch") {
     require_rejected(Fields(valid).set("n_obs", "any").text(), "n_obs=any");
@@ -270,9 +282,27 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     CHECK(cs::SamplerState::parse(Fields(valid).set("num_workers", "3").set("worker", "2").text()).worker() == 2);
   }
   SECTION("bad runs") {
-    for (const std::string bad : {"5-9,1-3", "1-5,4-8", "3-3", "5-3", "", "-", "1-3,", ",1-3", "1-3,,4-5", "a-3",
-                                  "1-b", "7", "1-2-3", "-1-3", "0--3", "4611686018427387904-4611686018427387905",
-                                  "0-4611686018427387905", "1-3,2-3", "All", "all,1-2", "none,1-2"}) {
+    for (const std::string bad : {"5-9,1-3",
+                                  "1-5,4-8",
+                                  "3-3",
+                                  "5-3",
+                                  "",
+                                  "-",
+                                  "1-3,",
+                                  ",1-3",
+                                  "1-3,,4-5",
+                                  "a-3",
+                                  "1-b",
+                                  "7",
+                                  "1-2-3",
+                                  "-1-3",
+                                  "0--3",
+                                  "4611686018427387904-4611686018427387905",
+                                  "0-4611686018427387905",
+                                  "1-3,2-3",
+                                  "All",
+                                  "all,1-2",
+                                  "none,1-2"}) {
       INFO("runs " << bad);
       require_rejected(Fields(valid).set("runs", bad).text(), "run");
     }
@@ -281,8 +311,10 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
           std::vector<cs::BatchRun>{{1, 3}, {3, 4}});
     CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "0-4611686018427387904").text())).runs ==
           std::vector<cs::BatchRun>{{0, max_size}});
-    CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "none").text())).runs == std::vector<cs::BatchRun>{});
-    CHECK_FALSE(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "all").set("dealt_at", "0").text())).runs);
+    CHECK(support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "none").text())).runs ==
+          std::vector<cs::BatchRun>{});
+    CHECK_FALSE(
+        support::fields(cs::SamplerState::parse(Fields(valid).set("runs", "all").set("dealt_at", "0").text())).runs);
   }
   SECTION("trailing text") {
     require_rejected(valid.text() + " extra", "extra");
@@ -291,8 +323,8 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     require_rejected(valid.text() + " 0", "0");
   }
   SECTION("a wrong header") {
-    for (const std::string header : {"chunksampler-state/5", "chunksampler-state", "Chunksampler-state/4",
-                                     "chunksampler-state/4x", "state"}) {
+    for (const std::string header :
+         {"chunksampler-state/5", "chunksampler-state", "Chunksampler-state/4", "chunksampler-state/4x", "state"}) {
       Fields f = valid;
       f.header = header;
       require_rejected(f.text(), "chunksampler-state/4");
@@ -392,8 +424,7 @@ TEST_CASE("restore refuses a state of another configuration or seed", "[state]")
     CHECK(names(message, "seed"));
   }
   SECTION("another kind of sampler with the same settings") {
-    cs::SequentialSampler sequential(
-        {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6});
+    cs::SequentialSampler sequential({.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6});
     CHECK(names(restore_message(sequential, state), "fingerprint"));
     cs::RandomSampler random(base_options);
     CHECK(names(restore_message(random, played_state(sequential)), "fingerprint"));
@@ -404,10 +435,10 @@ TEST_CASE("restore refuses a state of another configuration or seed", "[state]")
       return invalid_argument_message([&] { (void)support::edited(state, edit); });
     };
     CHECK(names(make_message([](cs::detail::StateFields& f) {
-            f.worker = 2;
-            f.num_workers = 2;
-          }),
-          "worker"));
+                  f.worker = 2;
+                  f.num_workers = 2;
+                }),
+                "worker"));
     CHECK(names(make_message([](cs::detail::StateFields& f) { f.batches_done = -1; }), "batches_done"));
   }
 }
@@ -469,8 +500,8 @@ TEST_CASE("restore refuses states of another kind of job", "[state]") {
     const cs::SamplerState contiguous = played_state(Dist(base, cs::DistInfo{0, 2}));
     Dist global(base, cs::DistInfo{0, 2}, {.mode = cs::ShardMode::global});
     CHECK(names(restore_message(global, contiguous), "fingerprint"));
-    const cs::SamplerState padded = played_state(
-        Dist(base, cs::DistInfo{0, 2}, {.mode = cs::ShardMode::global, .remainder = cs::Remainder::pad}));
+    const cs::SamplerState padded =
+        played_state(Dist(base, cs::DistInfo{0, 2}, {.mode = cs::ShardMode::global, .remainder = cs::Remainder::pad}));
     CHECK(names(restore_message(global, padded), "fingerprint"));
     Dist rotate(base, cs::DistInfo{0, 2}, {.remainder = cs::Remainder::rotate});
     CHECK(names(restore_message(rotate, contiguous), "fingerprint"));
@@ -504,8 +535,8 @@ TEST_CASE("a worker's state resumes only that worker", "[state]") {
     CHECK(state.num_workers() == 3);
     auto restored = sampler;
     restored.restore(state);
-    for (const cs::WorkerInfo other : {cs::WorkerInfo{0, 3}, cs::WorkerInfo{2, 3}, cs::WorkerInfo{1, 2},
-                                       cs::WorkerInfo{1, 4}, cs::WorkerInfo{}}) {
+    for (const cs::WorkerInfo other :
+         {cs::WorkerInfo{0, 3}, cs::WorkerInfo{2, 3}, cs::WorkerInfo{1, 2}, cs::WorkerInfo{1, 4}, cs::WorkerInfo{}}) {
       INFO("sampled as worker " << other.id << " of " << other.num_workers);
       const std::string message = invalid_argument_message([&] { (void)restored.sample(n_obs, other); });
       INFO(message);

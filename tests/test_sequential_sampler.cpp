@@ -44,11 +44,8 @@ TEST_CASE("SequentialSampler reads in order over random configurations", "[seque
     INFO(fmt::format("chunk {} preload {} batch {} n_obs {} mask [{}, {}) drop_last {}", chunk, preload, batch, n_obs,
                      range.start, range.stop, drop_last));
 
-    const cs::SequentialOptions options{.chunk_size = chunk,
-                                        .preload_nchunks = preload,
-                                        .batch_size = batch,
-                                        .drop_last = drop_last,
-                                        .mask = mask};
+    const cs::SequentialOptions options{
+        .chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .drop_last = drop_last, .mask = mask};
     cs::SequentialSampler sampler(options);
     CHECK_FALSE(sampler.shuffle());
 

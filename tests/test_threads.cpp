@@ -78,30 +78,44 @@ void for_each_kind(F&& f) {
     return cs::RandomSampler({.chunk_size = 16, .preload_nchunks = 8, .batch_size = 32, .seed = seed});
   };
   const auto class_sampler = [] {
-    return cs::ClassSampler(codes, {.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32, .seed = 5,
-                                    .num_samples = 9'000, .class_weights = {1, 2, 1, 0, 3}});
+    return cs::ClassSampler(codes, {.chunk_size = 16,
+                                    .preload_nchunks = 4,
+                                    .batch_size = 32,
+                                    .seed = 5,
+                                    .num_samples = 9'000,
+                                    .class_weights = {1, 2, 1, 0, 3}});
   };
   const auto mixture = [] {
-    return cs::MixtureSampler({5'000, 4'000, 3'000}, {.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32,
-                                                      .seed = 6, .num_samples = 10'000, .weights = {1, 2, 1}});
+    return cs::MixtureSampler({5'000, 4'000, 3'000}, {.chunk_size = 16,
+                                                      .preload_nchunks = 4,
+                                                      .batch_size = 32,
+                                                      .seed = 6,
+                                                      .num_samples = 10'000,
+                                                      .weights = {1, 2, 1}});
   };
   const cs::DistributedOptions global_pad{.mode = cs::ShardMode::global, .remainder = cs::Remainder::pad};
   f("RandomSampler", [&] { return random(1); });
   f("RandomSampler with replacement", [] {
-    return cs::RandomSampler({.chunk_size = 16, .preload_nchunks = 4, .batch_size = 16, .seed = 2,
-                              .replacement = true, .num_samples = 9'000});
+    return cs::RandomSampler({.chunk_size = 16,
+                              .preload_nchunks = 4,
+                              .batch_size = 16,
+                              .seed = 2,
+                              .replacement = true,
+                              .num_samples = 9'000});
   });
   f("SequentialSampler", [] {
-    return cs::SequentialSampler({.chunk_size = 32, .preload_nchunks = 4, .batch_size = 64,
-                                  .mask = cs::Slice{100, 11'900}});
+    return cs::SequentialSampler(
+        {.chunk_size = 32, .preload_nchunks = 4, .batch_size = 64, .mask = cs::Slice{100, 11'900}});
   });
   f("DistributedSampler, contiguous", [&] { return cs::DistributedSampler(random(3), cs::DistInfo{1, 3}); });
-  f("DistributedSampler, global, pad", [&] { return cs::DistributedSampler(random(4), cs::DistInfo{2, 3}, global_pad); });
+  f("DistributedSampler, global, pad",
+    [&] { return cs::DistributedSampler(random(4), cs::DistInfo{2, 3}, global_pad); });
   f("ClassSampler", class_sampler);
   f("DistributedSampler<ClassSampler>, global",
     [&] { return cs::DistributedSampler(class_sampler(), cs::DistInfo{0, 2}, {.mode = cs::ShardMode::global}); });
   f("MixtureSampler", mixture);
-  f("DistributedSampler<MixtureSampler>, contiguous", [&] { return cs::DistributedSampler(mixture(), cs::DistInfo{1, 2}); });
+  f("DistributedSampler<MixtureSampler>, contiguous",
+    [&] { return cs::DistributedSampler(mixture(), cs::DistInfo{1, 2}); });
 }
 
 template <class S>
@@ -126,12 +140,9 @@ std::vector<Requests> play(S sampler) {
 template <class S>
 void change(S& sampler, std::size_t epoch) {
   const std::vector<double> weights = epoch % 2 == 0 ? std::vector<double>{3, 1, 1} : std::vector<double>{1, 1, 3};
-  if constexpr (std::is_same_v<S, cs::MixtureSampler>)
-    sampler.update_weights(weights);
-  else if constexpr (std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>)
-    sampler.update_weights(weights);
-  else if (epoch == 1)
-    sampler.set_epoch(10);
+  if constexpr (std::is_same_v<S, cs::MixtureSampler>) sampler.update_weights(weights);
+  else if constexpr (std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>) sampler.update_weights(weights);
+  else if (epoch == 1) sampler.set_epoch(10);
 }
 
 // What the const members answer; equal answers from every thread is rule 2's property.
@@ -269,13 +280,12 @@ TEST_CASE("threads: ranges read on other threads while their sampler samples on 
       {
         S sampler = make();
         for (std::size_t e = 0; e < n_epochs; ++e) {
-          readers.emplace_back([&handed, e, range = sampler.sample(n_obs)]() mutable {
-            handed[e] = support::collect(range);
-          });
+          readers.emplace_back(
+              [&handed, e, range = sampler.sample(n_obs)]() mutable { handed[e] = support::collect(range); });
           change(sampler, e);  // mutates the sampler while earlier ranges are being read
         }
       }  // the sampler dies; its ranges live on
-    }    // the readers join
+    }  // the readers join
     CHECK(handed == alone);
     CHECK(support::n_batches(alone[0]) >= 50);
   });
@@ -343,8 +353,8 @@ TEST_CASE("threads: a rank's workers, each a copy on its own thread, read its ep
     std::vector<Requests> mine(n_workers);
     on_threads(n_workers, [&](std::size_t i) {
       auto worker = original;
-      mine[i] = support::collect(
-          worker.sample(n_obs, cs::WorkerInfo{.id = static_cast<std::int64_t>(i), .num_workers = std::int64_t{n_workers}}));
+      mine[i] = support::collect(worker.sample(n_obs, cs::WorkerInfo{.id = static_cast<std::int64_t>(i),
+                                                                     .num_workers = std::int64_t{n_workers}}));
     });
     // Worker i reads requests i, i + 3, ... of the rank's stream.
     for (std::size_t i = 0; i < mine.size(); ++i) {

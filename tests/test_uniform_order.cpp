@@ -158,7 +158,8 @@ void append_chunks(Range&& range, std::int64_t from, std::vector<std::uint32_t>&
 std::vector<std::uint32_t> plan_order(const cs::RandomSampler& sampler, std::int64_t n, std::uint64_t epoch) {
   const auto plan = sampler.plan(n * chunk, epoch);
   std::vector<std::uint32_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(plan.chunk(i).start / chunk);
+  for (std::int64_t i = 0; i < n; ++i)
+    order[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(plan.chunk(i).start / chunk);
   return order;
 }
 
@@ -173,7 +174,8 @@ TEST_CASE("uniform order: RandomSampler's epoch over seeds, n = 2..64 chunks", "
   for (std::int64_t n = 2; n <= 64; ++n) {
     OrderStats stats(static_cast<std::size_t>(n));
     for (std::int64_t s = 0; s < seeds_for(n); ++s) {
-      const cs::RandomSampler sampler({.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
+      const cs::RandomSampler sampler(
+          {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
       stats.add(plan_order(sampler, n, 0));
     }
     stats.check("over seeds");
@@ -272,7 +274,8 @@ TEST_CASE("uniform order: sampled positions at large sizes, over seeds", "[unifo
     std::vector<std::int64_t> bins(probes * probes, 0);
     std::vector<std::int64_t> before(probes, 0);
     for (std::int64_t s = 0; s < seeds; ++s) {
-      const cs::RandomSampler sampler({.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
+      const cs::RandomSampler sampler(
+          {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
       const auto plan = sampler.plan(n * chunk, 0);
       for (std::size_t p = 0; p < probes; ++p) {
         // positions spread over the range, each with its right neighbour
@@ -308,7 +311,8 @@ TEST_CASE("uniform order: a rank's shard, contiguous and global mode, and a work
     SECTION(fmt::format("contiguous: rank 1 of 3 holds {} chunks", n)) {
       OrderStats stats(static_cast<std::size_t>(n));
       for (std::int64_t s = 0; s < seeds; ++s) {
-        Dist rank(cs::RandomSampler({.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)}),
+        Dist rank(cs::RandomSampler(
+                      {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)}),
                   cs::DistInfo{.rank = 1, .world_size = 3});
         std::vector<std::uint32_t> order;
         append_chunks(rank.sample(3 * n * chunk), n * chunk, order);
@@ -319,7 +323,8 @@ TEST_CASE("uniform order: a rank's shard, contiguous and global mode, and a work
     SECTION(fmt::format("global: the order 2 ranks deal of {} chunks", 2 * n)) {
       OrderStats stats(static_cast<std::size_t>(2 * n));
       for (std::int64_t s = 0; s < seeds; ++s) {
-        const cs::RandomSampler base({.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
+        const cs::RandomSampler base(
+            {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
         std::vector<std::uint32_t> order;
         for (std::int64_t r = 0; r < 2; ++r) {
           Dist rank(base, cs::DistInfo{.rank = r, .world_size = 2}, {.mode = cs::ShardMode::global});
@@ -349,7 +354,8 @@ TEST_CASE("uniform order: MixtureSampler's request slots and its passes over a d
       OrderStats stats(static_cast<std::size_t>(n));
       const std::vector<std::int64_t> sizes(static_cast<std::size_t>(n), chunk);
       for (std::int64_t s = 0; s < seeds; ++s) {
-        cs::MixtureSampler mix(sizes, {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
+        cs::MixtureSampler mix(sizes,
+                               {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)});
         std::vector<std::uint32_t> order;
         append_chunks(mix.sample(n * chunk), 0, order);  // dataset d is chunk d
         stats.add(order);
@@ -360,7 +366,8 @@ TEST_CASE("uniform order: MixtureSampler's request slots and its passes over a d
       OrderStats one(static_cast<std::size_t>(n));
       OrderStats two(static_cast<std::size_t>(n), static_cast<std::size_t>(2 * n));
       for (std::int64_t s = 0; s < seeds; ++s) {
-        const cs::MixtureOptions options{.chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)};
+        const cs::MixtureOptions options{
+            .chunk_size = chunk, .preload_nchunks = 1, .batch_size = chunk, .seed = seed_of(s)};
         cs::MixtureSampler mix({n * chunk}, options);
         std::vector<std::uint32_t> order;
         append_chunks(mix.sample(n * chunk), 0, order);

@@ -21,10 +21,10 @@ constexpr std::int64_t max_size = std::int64_t{1} << 62;
 }  // namespace
 
 // Checks the exception's type and its message; `expr` is evaluated once per check.
-#define REQUIRE_INVALID(expr, matcher)                 \
-  do {                                                 \
-    REQUIRE_THROWS_AS(expr, std::invalid_argument);    \
-    REQUIRE_THROWS_WITH(expr, matcher);                \
+#define REQUIRE_INVALID(expr, matcher)              \
+  do {                                              \
+    REQUIRE_THROWS_AS(expr, std::invalid_argument); \
+    REQUIRE_THROWS_WITH(expr, matcher);             \
   } while (false)
 
 using Catch::Contains;
@@ -73,15 +73,14 @@ TEST_CASE("construction: chunk_size * preload_nchunks above 2^62 is refused with
   // 2^31 * (2^31 + 1) just exceeds 2^62; 2^40 * 2^40 and 2^62 * 2 would overflow int64 if multiplied
   REQUIRE_INVALID(cs::RandomSampler({.chunk_size = two31, .preload_nchunks = two31 + 1, .batch_size = 1}),
                   Contains("chunk_size * preload_nchunks") && Contains("2147483648 * 2147483649"));
-  REQUIRE_INVALID(cs::RandomSampler({.chunk_size = std::int64_t{1} << 40, .preload_nchunks = std::int64_t{1} << 40,
-                                     .batch_size = 1}),
+  REQUIRE_INVALID(cs::RandomSampler(
+                      {.chunk_size = std::int64_t{1} << 40, .preload_nchunks = std::int64_t{1} << 40, .batch_size = 1}),
                   Contains("chunk_size * preload_nchunks") && Contains("1099511627776 * 1099511627776"));
   REQUIRE_INVALID(cs::SequentialSampler({.chunk_size = max_size, .preload_nchunks = 2, .batch_size = 1}),
                   Contains("SequentialSampler") && Contains("chunk_size * preload_nchunks") &&
                       Contains("4611686018427387904 * 2"));
-  REQUIRE_INVALID(
-      cs::RandomSampler({.chunk_size = INT64_MAX, .preload_nchunks = INT64_MAX, .batch_size = 1}),
-      Contains("chunk_size * preload_nchunks"));
+  REQUIRE_INVALID(cs::RandomSampler({.chunk_size = INT64_MAX, .preload_nchunks = INT64_MAX, .batch_size = 1}),
+                  Contains("chunk_size * preload_nchunks"));
 
   // exactly 2^62 is allowed
   REQUIRE_NOTHROW(cs::RandomSampler({.chunk_size = two31, .preload_nchunks = two31, .batch_size = two31}));
@@ -91,33 +90,39 @@ TEST_CASE("construction: chunk_size * preload_nchunks above 2^62 is refused with
 
 TEST_CASE("construction: mask", "[validation]") {
   SECTION("RandomSampler") {
-    REQUIRE_INVALID(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{-1, 10}}),
+    REQUIRE_INVALID(cs::RandomSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{-1, 10}}),
                     Contains("mask.start (-1)"));
-    REQUIRE_INVALID(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{5, 5}}),
+    REQUIRE_INVALID(cs::RandomSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{5, 5}}),
                     Contains("mask.start (5)") && Contains("mask.stop (5)"));
-    REQUIRE_INVALID(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{7, 3}}),
+    REQUIRE_INVALID(cs::RandomSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{7, 3}}),
                     Contains("mask.start (7)") && Contains("mask.stop (3)"));
-    REQUIRE_INVALID(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
-                                       .mask = cs::Slice{0, max_size + 1}}),
+    REQUIRE_INVALID(cs::RandomSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, max_size + 1}}),
                     Contains("mask.stop (4611686018427387905)"));
   }
   SECTION("SequentialSampler") {
+    REQUIRE_INVALID(cs::SequentialSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{-3, 10}}),
+                    Contains("SequentialSampler") && Contains("mask.start (-3)"));
+    REQUIRE_INVALID(cs::SequentialSampler(
+                        {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 0}}),
+                    Contains("mask.start (0)") && Contains("mask.stop (0)"));
     REQUIRE_INVALID(
-        cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{-3, 10}}),
-        Contains("SequentialSampler") && Contains("mask.start (-3)"));
-    REQUIRE_INVALID(
-        cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 0}}),
-        Contains("mask.start (0)") && Contains("mask.stop (0)"));
-    REQUIRE_INVALID(cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
-                                           .mask = cs::Slice{max_size, INT64_MAX - 1}}),
-                    Contains("mask.stop (9223372036854775806)"));
+        cs::SequentialSampler(
+            {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{max_size, INT64_MAX - 1}}),
+        Contains("mask.stop (9223372036854775806)"));
     // A stop of INT64_MAX is Slice::to_end, the open-ended mask [2^62, n_obs): its start is refused.
-    REQUIRE_INVALID(cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4,
-                                           .mask = cs::Slice{max_size, INT64_MAX}}),
-                    Contains("mask.start (4611686018427387904) must be < 2^62"));
+    REQUIRE_INVALID(
+        cs::SequentialSampler(
+            {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{max_size, INT64_MAX}}),
+        Contains("mask.start (4611686018427387904) must be < 2^62"));
   }
   SECTION("edges that are allowed") {
-    REQUIRE_NOTHROW(cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 1}}));
+    REQUIRE_NOTHROW(
+        cs::RandomSampler({.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 1}}));
     REQUIRE_NOTHROW(cs::SequentialSampler(
         {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{max_size - 1, max_size}}));
   }
@@ -165,8 +170,7 @@ TEST_CASE("n_obs: validate, n_batches and sample throw, before yielding anything
 }
 
 TEST_CASE("n_obs: the mask must fit in n_obs", "[validation]") {
-  cs::RandomSampler random(
-      {.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .mask = cs::Slice{10, 100}});
+  cs::RandomSampler random({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .mask = cs::Slice{10, 100}});
   cs::SequentialSampler sequential(
       {.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .mask = cs::Slice{10, 100}});
   // Catch's composed matchers refer to their parts: pass them as arguments, never keep them in variables.
@@ -193,23 +197,27 @@ TEST_CASE("n_obs: with replacement, a range shorter than a chunk holds at most n
   // positions than the range holds.
   cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true});
   REQUIRE(sampler.n_batches(9) == 2);  // num_samples defaults to the range: 9 positions
-  cs::RandomSampler over({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true,
-                          .num_samples = 10});
-  REQUIRE_INVALID(over.validate(9), Contains("9 observations") && Contains("chunk_size 10") &&
-                                        Contains("num_samples (10) must be <= 9"));
+  cs::RandomSampler over(
+      {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true, .num_samples = 10});
+  REQUIRE_INVALID(over.validate(9),
+                  Contains("9 observations") && Contains("chunk_size 10") && Contains("num_samples (10) must be <= 9"));
   REQUIRE_INVALID(over.n_batches(9), Contains("num_samples (10)"));
   REQUIRE_INVALID(over.sample(9), Contains("num_samples (10)"));
   REQUIRE(over.epoch() == 0);
 
-  cs::RandomSampler masked({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .mask = cs::Slice{95, 100},
-                            .replacement = true, .num_samples = 6});
-  REQUIRE_INVALID(masked.validate(1000), Contains("5 observations") && Contains("chunk_size 10") &&
-                                             Contains("num_samples (6) must be <= 5"));
+  cs::RandomSampler masked({.chunk_size = 10,
+                            .preload_nchunks = 1,
+                            .batch_size = 5,
+                            .mask = cs::Slice{95, 100},
+                            .replacement = true,
+                            .num_samples = 6});
+  REQUIRE_INVALID(masked.validate(1000),
+                  Contains("5 observations") && Contains("chunk_size 10") && Contains("num_samples (6) must be <= 5"));
 
   // A whole chunk in the range: num_samples may exceed the range with replacement.
   REQUIRE(sampler.n_batches(10) == 2);
-  cs::RandomSampler many({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true,
-                          .num_samples = 500});
+  cs::RandomSampler many(
+      {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 5, .replacement = true, .num_samples = 500});
   REQUIRE(many.n_batches(10) == 100);
 }
 
@@ -220,8 +228,13 @@ TEST_CASE("RandomSampler with replacement over a range shorter than a chunk: one
   std::vector<std::int64_t> starts(4, 0);
   constexpr std::int64_t seeds = 4000;
   for (std::int64_t seed = 0; seed < seeds; ++seed) {
-    cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 2, .mask = cs::Slice{100, 107},
-                               .seed = static_cast<std::uint64_t>(seed), .replacement = true, .num_samples = 4});
+    cs::RandomSampler sampler({.chunk_size = 10,
+                               .preload_nchunks = 2,
+                               .batch_size = 2,
+                               .mask = cs::Slice{100, 107},
+                               .seed = static_cast<std::uint64_t>(seed),
+                               .replacement = true,
+                               .num_samples = 4});
     std::int64_t requests = 0;
     for (const cs::LoadRequest& request : sampler.sample(200)) {
       ++requests;
@@ -260,7 +273,8 @@ TEST_CASE("edges the rules allow do not throw", "[validation]") {
     REQUIRE(random.n_batches(100) == 4);
     REQUIRE(sequential.n_batches(100) == 4);
     std::int64_t batches = 0;
-    for (const cs::LoadRequest& request : random.sample(100)) batches += static_cast<std::int64_t>(request.splits.size());
+    for (const cs::LoadRequest& request : random.sample(100))
+      batches += static_cast<std::int64_t>(request.splits.size());
     REQUIRE(batches == 4);
   }
   SECTION("n_obs of one observation, chunk larger than the data") {
@@ -286,21 +300,22 @@ TEST_CASE("edges the rules allow do not throw", "[validation]") {
 
 TEST_CASE("n_obs = 2^62 works without overflow", "[validation]") {
   SECTION("n_batches") {
-    const cs::RandomSampler big({.chunk_size = std::int64_t{1} << 20, .preload_nchunks = 1024,
-                                 .batch_size = std::int64_t{1} << 20});
+    const cs::RandomSampler big(
+        {.chunk_size = std::int64_t{1} << 20, .preload_nchunks = 1024, .batch_size = std::int64_t{1} << 20});
     REQUIRE(big.n_batches(max_size) == std::int64_t{1} << 42);
     const cs::RandomSampler unit({.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1});
     REQUIRE(unit.n_batches(max_size) == max_size);
     // 2^62 = 3 * 1537228672809129301 + 1
     const cs::SequentialSampler threes({.chunk_size = 3, .preload_nchunks = 1, .batch_size = 3});
     REQUIRE(threes.n_batches(max_size) == 1537228672809129302);
-    const cs::SequentialSampler threes_drop({.chunk_size = 3, .preload_nchunks = 1, .batch_size = 3, .drop_last = true});
+    const cs::SequentialSampler threes_drop(
+        {.chunk_size = 3, .preload_nchunks = 1, .batch_size = 3, .drop_last = true});
     REQUIRE(threes_drop.n_batches(max_size) == 1537228672809129301);
     // a request of 2^62 rows over 2^62 observations
     const cs::RandomSampler whole({.chunk_size = max_size, .preload_nchunks = 1, .batch_size = max_size});
     REQUIRE(whole.n_batches(max_size) == 1);
-    const cs::RandomSampler with_replacement({.chunk_size = 1000, .preload_nchunks = 4, .batch_size = 1000,
-                                              .replacement = true, .num_samples = max_size});
+    const cs::RandomSampler with_replacement(
+        {.chunk_size = 1000, .preload_nchunks = 4, .batch_size = 1000, .replacement = true, .num_samples = max_size});
     REQUIRE(with_replacement.n_batches(max_size) == max_size / 1000 + 1);
   }
   SECTION("the first request of an epoch over 2^62 observations") {
@@ -382,14 +397,14 @@ TEST_CASE("DistributedSampler: empty shards and bad n_obs", "[validation]") {
     cs::DistributedSampler dist(random, cs::DistInfo{.rank = 0, .world_size = 2});
     REQUIRE_INVALID(dist.n_batches(-1), Contains("n_obs (-1)"));
     REQUIRE_INVALID(dist.sample(max_size + 1), Contains("n_obs (4611686018427387905)"));
-    const cs::RandomSampler masked({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .mask = cs::Slice{0, 50}});
+    const cs::RandomSampler masked(
+        {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .mask = cs::Slice{0, 50}});
     cs::DistributedSampler dist_masked(masked, cs::DistInfo{.rank = 1, .world_size = 2});
     REQUIRE_INVALID(dist_masked.shard(40), Contains("mask.stop (50)") && Contains("n_obs (40)"));
   }
   SECTION("a num_samples budget too small to split") {
     // 25 / 3 = 8 per rank: no whole batch of 10
-    const cs::RandomSampler budget(
-        {.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .num_samples = 25});
+    const cs::RandomSampler budget({.chunk_size = 10, .preload_nchunks = 1, .batch_size = 10, .num_samples = 25});
     cs::DistributedSampler dist(budget, cs::DistInfo{.rank = 0, .world_size = 3});
     const auto check = [&](const Catch::MatcherBase<std::string>& matcher) {
       REQUIRE_INVALID(dist.validate(1000), matcher);

@@ -113,7 +113,8 @@ TEST_CASE("Workers split a DistributedSampler rank's epoch, contiguous and globa
     if (c.mode == cs::ShardMode::global) ++global_runs;
     c.with_base([&](const auto& base) {
       for (std::int64_t k = 1; k <= 6; ++k)
-        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, c.dist_options()), c.epoch); }, c.n_obs, k);
+        check_workers([&] { return at_epoch(cs::DistributedSampler(base, info, c.dist_options()), c.epoch); }, c.n_obs,
+                      k);
     });
   }
   CHECK(global_runs > 15);
@@ -156,7 +157,8 @@ TEST_CASE("Workers: a worked example of who reads what", "[workers]") {
     const cs::WorkerInfo worker{.id = id, .num_workers = 2};
     CHECK(s.n_batches(100, worker) == (id == 0 ? 12 : 8));
     for (const support::OwnedRequest& r : support::collect(s.sample(100, worker)))
-      chunks[static_cast<std::size_t>(id)].insert(chunks[static_cast<std::size_t>(id)].end(), r.chunks.begin(), r.chunks.end());
+      chunks[static_cast<std::size_t>(id)].insert(chunks[static_cast<std::size_t>(id)].end(), r.chunks.begin(),
+                                                  r.chunks.end());
   }
   CHECK(chunks[0] == std::vector<cs::Slice>{{0, 10}, {10, 20}, {40, 50}, {50, 60}, {80, 90}, {90, 100}});
   CHECK(chunks[1] == std::vector<cs::Slice>{{20, 30}, {30, 40}, {60, 70}, {70, 80}});

@@ -91,8 +91,9 @@ struct Choice {
 
 inline constexpr Choice<cs::ShardMode> shard_modes[] = {{"contiguous", cs::ShardMode::contiguous},
                                                         {"global", cs::ShardMode::global}};
-inline constexpr Choice<cs::Remainder> remainders[] = {
-    {"drop", cs::Remainder::drop}, {"pad", cs::Remainder::pad}, {"rotate", cs::Remainder::rotate}};
+inline constexpr Choice<cs::Remainder> remainders[] = {{"drop", cs::Remainder::drop},
+                                                       {"pad", cs::Remainder::pad},
+                                                       {"rotate", cs::Remainder::rotate}};
 
 /// The word that chose `value`.
 template <class T, std::size_t N>

@@ -296,8 +296,8 @@ class CsrReader {
     const std::int64_t first = chunk_indptr_.front();
     const std::int64_t last = chunk_indptr_.back();
     if (first < 0 || last > data_.size() || !std::ranges::is_sorted(chunk_indptr_))
-      throw std::runtime_error(fmt::format("X/indptr[{}..{}] is not non-decreasing within [0, {}]", chunk.start,
-                                           chunk.stop, data_.size()));
+      throw std::runtime_error(
+          fmt::format("X/indptr[{}..{}] is not non-decreasing within [0, {}]", chunk.start, chunk.stop, data_.size()));
     const auto base = static_cast<std::int64_t>(rows.data.size());
     for (std::size_t row = 1; row < chunk_indptr_.size(); ++row)
       rows.indptr.push_back(base + chunk_indptr_[row] - first);
@@ -508,8 +508,7 @@ std::vector<std::string> check_epoch(std::int64_t epoch, const Epoch& got, const
     const auto c = static_cast<std::size_t>(cell);
     ++reads[c];
     const double expected = reference.row_sum[c];
-    if (std::abs(got.sums.values[i] - expected) > 1e-9 * std::abs(expected) ||
-        got.nnz.values[i] != reference.nnz[c])
+    if (std::abs(got.sums.values[i] - expected) > 1e-9 * std::abs(expected) || got.nnz.values[i] != reference.nnz[c])
       rows_match.fail("cell {}: sum {} nnz {}, the file says {} and {}", cell, got.sums.values[i], got.nnz.values[i],
                       expected, reference.nnz[c]);
   }

@@ -85,8 +85,9 @@ struct Options {
 // The options of `argv`, or nothing when --help was printed (by a rank that `speaks`).
 std::optional<Options> parse_options(int argc, const char* const* argv, bool speaks) {
   Options o;
-  examples::CommandLine cli("rank_job", "One rank of a real data-parallel job: it walks its epochs of a "
-                                        "DistributedSampler, then the job is\nchecked across ranks.",
+  examples::CommandLine cli("rank_job",
+                            "One rank of a real data-parallel job: it walks its epochs of a "
+                            "DistributedSampler, then the job is\nchecked across ranks.",
                             "exit status: 0 the job keeps every promise, 1 it breaks one, 2 bad arguments.");
   cli.size("--n-obs", o.n_obs, "observations in the data set", std::int64_t{1}, max_checked_obs);
   cli.request_shape(o.chunk_size, o.preload, o.batch_size);
@@ -247,12 +248,12 @@ EpochPromise promise_of(const Options& o, std::int64_t world_size, std::uint64_t
   const std::int64_t n = o.n_obs;
   const std::int64_t b = o.batch_size;
   if (o.remainder == cs::Remainder::pad) {
-    const std::int64_t per_rank = o.mode == cs::ShardMode::contiguous ? ceil_div(ceil_div(n, world_size), b)
-                                                                      : ceil_div(n, world_size * b);
+    const std::int64_t per_rank =
+        o.mode == cs::ShardMode::contiguous ? ceil_div(ceil_div(n, world_size), b) : ceil_div(n, world_size * b);
     return {per_rank, {0, n}};
   }
-  const std::int64_t read = o.mode == cs::ShardMode::contiguous ? world_size * round_down(n / world_size, b)
-                                                                : round_down(n, world_size * b);
+  const std::int64_t read =
+      o.mode == cs::ShardMode::contiguous ? world_size * round_down(n / world_size, b) : round_down(n, world_size * b);
   const bool at_end = o.remainder == cs::Remainder::rotate && epoch % 2 == 1;
   return {read / (world_size * b), at_end ? cs::Slice{n - read, n} : cs::Slice{0, read}};
 }
@@ -275,7 +276,8 @@ EpochReads check_epoch(const Options& o, std::uint64_t epoch, const std::vector<
     if (world != previous_world) {
       if (o.mode == cs::ShardMode::contiguous || o.remainder == cs::Remainder::pad)
         report.fail("epoch {}: a restart from {} to {} ranks; only global drop and rotate re-deal an epoch "
-                    "in this check", epoch, previous_world, world);
+                    "in this check",
+                    epoch, previous_world, world);
       reads.left_out_batches += unread % world;  // the rest is dealt evenly; fewer than `world` are not
       unread -= unread % world;
       previous_world = world;
@@ -284,8 +286,8 @@ EpochReads check_epoch(const Options& o, std::uint64_t epoch, const std::vector<
     for (const RankReads& rank : *run) {
       const std::vector<Batch>& batches = rank.epochs.at(epoch);
       if (static_cast<std::int64_t>(batches.size()) != per_rank)
-        report.fail("epoch {}: rank {} of {} read {} batches, rank 0 read {}", epoch, rank.rank, world,
-                    batches.size(), per_rank);
+        report.fail("epoch {}: rank {} of {} read {} batches, rank 0 read {}", epoch, rank.rank, world, batches.size(),
+                    per_rank);
       for (const Batch& batch : batches) {
         if (static_cast<std::int64_t>(batch.size()) != o.batch_size)
           report.fail("epoch {}: rank {} read a batch of {}, not {}", epoch, rank.rank, batch.size(), o.batch_size);
@@ -340,7 +342,8 @@ EpochReads check_epoch(const Options& o, std::uint64_t epoch, const std::vector<
       report.fail("epoch {}: {} observations never read (pad leaves none out)", epoch, o.n_obs - distinct);
     if (reads.complete)
       fmt::print("epoch {}: all {} observations read by {} ranks, {} positions repeat a row; {} full batches per "
-                 "rank\n", epoch, o.n_obs, world, total - o.n_obs, promise.batches_per_rank);
+                 "rank\n",
+                 epoch, o.n_obs, world, total - o.n_obs, promise.batches_per_rank);
   } else {
     if (twice > 0) report.fail("epoch {}: {} observations read more than once", epoch, twice);
     const std::int64_t expected = promise.window.size() - reads.left_out_batches * b;
@@ -358,18 +361,18 @@ EpochReads check_epoch(const Options& o, std::uint64_t epoch, const std::vector<
   if (unread > 0 && twice == 0)
     fmt::print("epoch {}: stopped after {} of the plan's {} batches; no observation read twice\n", epoch,
                promise.batches_per_rank * plan_world - unread, promise.batches_per_rank * plan_world);
-  else if (runs.size() == 1 && static_cast<std::int64_t>(runs.front()->front().epochs.at(epoch).size()) !=
-                                   promise.batches_per_rank)
-    report.fail("epoch {}: {} batches per rank, the promise is {}", epoch, runs.front()->front().epochs.at(epoch).size(),
-                promise.batches_per_rank);
+  else if (runs.size() == 1 &&
+           static_cast<std::int64_t>(runs.front()->front().epochs.at(epoch).size()) != promise.batches_per_rank)
+    report.fail("epoch {}: {} batches per rank, the promise is {}", epoch,
+                runs.front()->front().epochs.at(epoch).size(), promise.batches_per_rank);
   return reads;
 }
 
 bool check_job(const Options& o, const std::vector<Run>& runs) {
   Report report;
   fmt::print("checking {} run{} of a {} job: {} observations, chunk {}, preload {}, batch {}, remainder {}\n",
-             runs.size(), runs.size() > 1 ? "s" : "", mode_name(o.mode), o.n_obs, o.chunk_size, o.preload,
-             o.batch_size, remainder_name(o.remainder));
+             runs.size(), runs.size() > 1 ? "s" : "", mode_name(o.mode), o.n_obs, o.chunk_size, o.preload, o.batch_size,
+             remainder_name(o.remainder));
   std::map<std::uint64_t, std::vector<const Run*>> epochs;  // epoch -> the runs that played it, in order
   const auto key = [](const auto& entry) { return entry.first; };
   for (const Run& run : runs) {
@@ -496,8 +499,7 @@ int main_of(int argc, const char* const* argv, bool speaks) {
 int main(int argc, char** argv) {
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
   // A bad argument is the same on every rank: all exit with 2, and rank 0 says why.
-  return examples::mpi_main(argc, argv, "rank_job",
-                            [&](int rank, int) { return main_of(argc, argv, rank == 0); });
+  return examples::mpi_main(argc, argv, "rank_job", [&](int rank, int) { return main_of(argc, argv, rank == 0); });
 #else
   try {
     return main_of(argc, argv, true);

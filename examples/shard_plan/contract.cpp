@@ -12,7 +12,10 @@ using examples::ceil_div;
 using examples::round_down;
 
 Contract::Contract(const Options& o)
-    : o_(o), range_(o.mask ? o.mask->resolve(o.n_obs) : cs::Slice{0, o.n_obs}), size_(range_.size()), world_(o.world_size) {}
+    : o_(o),
+      range_(o.mask ? o.mask->resolve(o.n_obs) : cs::Slice{0, o.n_obs}),
+      size_(range_.size()),
+      world_(o.world_size) {}
 
 JobEpoch Contract::epoch(std::uint64_t e) const {
   JobEpoch job;
@@ -91,8 +94,8 @@ RankShare Contract::rank(const JobEpoch& job, std::int64_t r) const {
   const bool holds_last = share.block.size() > 0 && share.block.end == n;
   share.reads = share.block.size() * b - (holds_last ? b - last_of_plan : 0);
   share.last_batch = share.block.size() == 0 ? 0 : holds_last ? last_of_plan : b;
-  share.chunks = share.block.size() == 0 ? 0
-                                         : chunks(job.window.size(), job.used, share.block.begin, share.block.end - 1);
+  share.chunks =
+      share.block.size() == 0 ? 0 : chunks(job.window.size(), job.used, share.block.begin, share.block.end - 1);
   return share;
 }
 
@@ -132,9 +135,9 @@ std::int64_t Contract::chunks(std::int64_t rows, std::int64_t used, std::int64_t
   const std::int64_t k = n_requests - 1;
   const std::int64_t stream_chunks = ceil_div(rows, o_.chunk_size);
   const std::int64_t final_chunks =
-      o_.sequential ? std::min(ceil_div(std::min(request, used - k * request), o_.chunk_size),
-                               stream_chunks - k * o_.preload)
-                    : std::min(o_.preload, stream_chunks - k * o_.preload);
+      o_.sequential
+          ? std::min(ceil_div(std::min(request, used - k * request), o_.chunk_size), stream_chunks - k * o_.preload)
+          : std::min(o_.preload, stream_chunks - k * o_.preload);
   return (k1 - k0) * o_.preload + final_chunks;
 }
 

@@ -16,11 +16,11 @@ namespace shard_plan {
 // One epoch of the whole job.
 struct JobEpoch {
   std::uint64_t epoch = 0;
-  cs::Slice window;              // contiguous: the union of the shards; global: what the shared plan reads
-  std::int64_t per_rank = 0;     // contiguous drop and rotate: every shard's size
-  std::int64_t budget = 0;       // positions of each rank's plan (contiguous) or of the shared plan (global)
-  std::int64_t used = 0;         // of them, those in batches (drop_last may drop a short last batch)
-  std::int64_t plan_batches = 0; // global: batches of the shared plan
+  cs::Slice window;                 // contiguous: the union of the shards; global: what the shared plan reads
+  std::int64_t per_rank = 0;        // contiguous drop and rotate: every shard's size
+  std::int64_t budget = 0;          // positions of each rank's plan (contiguous) or of the shared plan (global)
+  std::int64_t used = 0;            // of them, those in batches (drop_last may drop a short last batch)
+  std::int64_t plan_batches = 0;    // global: batches of the shared plan
   std::vector<cs::Slice> left_out;  // the range outside the window: left out by the policy
   // Over all ranks:
   std::int64_t reads = 0;     // positions yielded

@@ -92,11 +92,11 @@ std::vector<std::string> caption(const Job& job, const WalkExtent& x, const Pict
                               o.n_obs, o.mask ? fmt::format("  ·  mask {}", slice_text(job.range)) : std::string{},
                               o.chunk_size, o.preload, job.b, o.drop_last ? "  ·  drop_last" : "", o.seed, drawn,
                               std::ssize(pic.epochs) < o.epochs ? fmt::format(" of {}", o.epochs) : std::string{}));
-  lines.push_back(o.global() ? fmt::format("one {} plan per epoch, its batches dealt to the ranks in contiguous "
-                                           "blocks",
-                                           shuffled ? "shuffled" : "sequential")
-                             : fmt::format("each rank reads its own contiguous shard{}",
-                                           shuffled ? ", shuffled" : ", in order"));
+  lines.push_back(
+      o.global() ? fmt::format("one {} plan per epoch, its batches dealt to the ranks in contiguous "
+                               "blocks",
+                               shuffled ? "shuffled" : "sequential")
+                 : fmt::format("each rank reads its own contiguous shard{}", shuffled ? ", shuffled" : ", in order"));
   lines.push_back(policy_text(job));
   if (std::ssize(pic.ranks) < job.world)
     lines.push_back(fmt::format("showing ranks {}-{} and {}-{} of {}", pic.ranks.front(),

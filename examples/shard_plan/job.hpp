@@ -31,9 +31,16 @@ inline constexpr std::int64_t max_epoch_lines_ranks = 8;
 // depend only on the epoch's parity).
 struct Job {
   Job(const Options& options, const Library& samplers)
-      : o(options), library(samplers), contract(options), range(contract.range()), world(options.world_size),
-        b(options.batch_size), epochs(static_cast<std::uint64_t>(options.epochs)), even(contract.epoch(0)),
-        odd(contract.epoch(1)), policy_left(range.size() - even.window.size()) {}
+      : o(options),
+        library(samplers),
+        contract(options),
+        range(contract.range()),
+        world(options.world_size),
+        b(options.batch_size),
+        epochs(static_cast<std::uint64_t>(options.epochs)),
+        even(contract.epoch(0)),
+        odd(contract.epoch(1)),
+        policy_left(range.size() - even.window.size()) {}
 
   const Options& o;
   const Library& library;
@@ -51,10 +58,10 @@ struct Job {
 
 // How much is walked: whole epochs when that is quick, else a prefix of the first few.
 struct WalkExtent {
-  std::int64_t max_reads = 0;     // the most a rank reads in an epoch
-  std::int64_t request_rows = 0;  // rows of a full request
-  bool walkable = false;          // requests small enough to materialize
-  bool whole = false;             // every rank's whole epochs
+  std::int64_t max_reads = 0;          // the most a rank reads in an epoch
+  std::int64_t request_rows = 0;       // rows of a full request
+  bool walkable = false;               // requests small enough to materialize
+  bool whole = false;                  // every rank's whole epochs
   std::optional<std::int64_t> prefix;  // else observations walked per rank and epoch
   std::uint64_t walked_epochs = 0;
   std::vector<std::int64_t> walked_ranks;

@@ -42,12 +42,17 @@ int main(int argc, char** argv) {
     if (!parsed) return 0;
     const Options& o = *parsed;
     if (o.sequential)
-      return plan(o, SamplersOf(o, cs::SequentialSampler({.chunk_size = o.chunk_size, .preload_nchunks = o.preload,
-                                                          .batch_size = o.batch_size, .drop_last = o.drop_last,
+      return plan(o, SamplersOf(o, cs::SequentialSampler({.chunk_size = o.chunk_size,
+                                                          .preload_nchunks = o.preload,
+                                                          .batch_size = o.batch_size,
+                                                          .drop_last = o.drop_last,
                                                           .mask = o.mask})));
-    return plan(o, SamplersOf(o, cs::RandomSampler({.chunk_size = o.chunk_size, .preload_nchunks = o.preload,
-                                                    .batch_size = o.batch_size, .drop_last = o.drop_last,
-                                                    .mask = o.mask, .seed = o.seed})));
+    return plan(o, SamplersOf(o, cs::RandomSampler({.chunk_size = o.chunk_size,
+                                                    .preload_nchunks = o.preload,
+                                                    .batch_size = o.batch_size,
+                                                    .drop_last = o.drop_last,
+                                                    .mask = o.mask,
+                                                    .seed = o.seed})));
   } catch (const std::invalid_argument& error) {
     examples::print_error("shard_plan", error.what());
     return 2;

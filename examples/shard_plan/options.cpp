@@ -45,8 +45,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
                              "drop: left out, the same every epoch; pad: repeat rows so\n"
                              "nothing is left out; rotate: left out from the tail in even\n"
                              "epochs and the head in odd ones");
-  cli.app().add_flag_callback("--no-enforce", [&o] { o.enforce = false; },
-                              "do not make every rank yield the same number of full batches");
+  cli.app().add_flag_callback(
+      "--no-enforce", [&o] { o.enforce = false; }, "do not make every rank yield the same number of full batches");
   cli.app().add_flag("--drop-last", o.drop_last, "drop each rank's last, short batch");
   cli.integer("--epochs", o.epochs, "epochs to walk and check", std::int64_t{1}, max_epochs);
   cli.seed(o.seed, "seed of the shuffles, not of the plan");

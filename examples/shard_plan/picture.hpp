@@ -62,9 +62,9 @@ struct Row {
 
 struct Picture {
   Bins bins;
-  std::vector<std::uint64_t> epochs;  // drawn epochs
-  std::vector<std::int64_t> ranks;    // drawn ranks
-  std::vector<Row> rows;              // epoch-major
+  std::vector<std::uint64_t> epochs;                // drawn epochs
+  std::vector<std::int64_t> ranks;                  // drawn ranks
+  std::vector<Row> rows;                            // epoch-major
   std::vector<std::vector<std::int64_t>> left_out;  // per drawn epoch: observations no rank reads
   std::vector<std::string> headers;                 // per drawn epoch
 

@@ -55,7 +55,8 @@ void print_contiguous_share(const Job& job) {
     const std::int64_t small = range.size() / world;
     fmt::print("  per rank  {} / {} = {}{}: shards of {}{} observations; every rank's epoch holds {} positions{} "
                "({}), the missing ones repeating rows of its last request\n",
-               range.size(), world, small, range.size() % world != 0 ? fmt::format(" rem {}", range.size() % world) : "",
+               range.size(), world, small,
+               range.size() % world != 0 ? fmt::format(" rem {}", range.size() % world) : "",
                range.size() % world != 0 ? fmt::format("{} or ", small + 1) : std::string{}, small, even.budget,
                even.used != even.budget ? fmt::format(", {} after drop_last", even.used) : std::string{},
                batches(examples::ceil_div(even.used, job.b)));
@@ -114,8 +115,8 @@ bool print_global_table(const Job& job, const Walked& walked, std::uint64_t e) {
     else if (r == listed_at_each_end)
       rows.push_back({"...", fmt::format("({} more ranks)", job.world - 2 * listed_at_each_end), "", "", "", ""});
   }
-  rows.push_back({"total", "", fmt::format("{}", sum_batches), "", fmt::format("{}", sum_reads),
-                  fmt::format("{}", sum_chunks)});
+  rows.push_back(
+      {"total", "", fmt::format("{}", sum_batches), "", fmt::format("{}", sum_reads), fmt::format("{}", sum_chunks)});
   print_table(rows);
   return shows_contract;
 }
@@ -169,13 +170,13 @@ bool print_contiguous_table(const Job& job, const Walked& walked, std::uint64_t 
                       fmt::format("{}", row.batches), row.batches == 0 ? "-" : fmt::format("{}", row.last_batch),
                       fmt::format("{}", row.read), fmt::format("{}", row.left), fmt::format("{}", row.repeated)});
     else if (r == listed_at_each_end)
-      rows.push_back({"...", fmt::format("({} more ranks)", job.world - 2 * listed_at_each_end), "", "", "", "", "", ""});
+      rows.push_back(
+          {"...", fmt::format("({} more ranks)", job.world - 2 * listed_at_each_end), "", "", "", "", "", ""});
   }
   rows.push_back({"total", "", fmt::format("{}", sum_obs), fmt::format("{}", sum_batches), "",
                   fmt::format("{}", sum_reads), fmt::format("{}", sum_left), fmt::format("{}", sum_repeated)});
   print_table(rows);
-  if (epoch.left_out.empty())
-    fmt::print("left out  nothing: the shards cover the range\n");
+  if (epoch.left_out.empty()) fmt::print("left out  nothing: the shards cover the range\n");
   else
     fmt::print("left out  {} in no rank's shard: {}\n", observations(job.range.size() - epoch.window.size()),
                slices_text(epoch.left_out, 0));
@@ -197,7 +198,8 @@ void print_tables(const Job& job, const Walked& walked) {
     shows_contract = print_contiguous_table(job, walked, e) || shows_contract;
     if (e + 1 < table_epochs.size()) fmt::print("\n");
   }
-  if (shows_contract) fmt::print("          (epochs too large to walk whole: the table shows the contract's numbers)\n");
+  if (shows_contract)
+    fmt::print("          (epochs too large to walk whole: the table shows the contract's numbers)\n");
   if (o.mask)
     fmt::print("outside   {} of n_obs outside the mask, never sampled\n", observations(o.n_obs - job.range.size()));
   if (!o.global() && job.even.trimmed + job.odd.trimmed > 0)
@@ -240,7 +242,8 @@ void print_walk_extent(const Job& job, const WalkExtent& x, const Walked& walked
     fmt::print("check     epochs too large to walk quickly ({} observations per rank): checked the shard arithmetic "
                "of every rank and walked only the first {} of {}{} ({}, {}, {} in all)\n",
                x.max_reads, observations(*x.prefix),
-               x.walked_epochs == job.epochs ? std::string("each epoch") : fmt::format("epochs 0-{}", x.walked_epochs - 1),
+               x.walked_epochs == job.epochs ? std::string("each epoch")
+                                             : fmt::format("epochs 0-{}", x.walked_epochs - 1),
                std::ssize(x.walked_ranks) == job.world ? std::string(" on every rank")
                                                        : fmt::format(" on {} of the ranks", x.walked_ranks.size()),
                counted(walked.total_requests, "request", "requests"), batches(walked.total_batches),
@@ -263,7 +266,8 @@ std::optional<std::string> promise_clause(const Job& job, const WalkExtent& x) {
       if (left == 0) return std::nullopt;
       return x.promise_walked && epochs >= 2
                  ? fmt::format("drop: the same {} left out in all {} epochs", observations(left), epochs)
-                 : fmt::format("drop: the shards leave out the same {} every epoch{}", observations(left), trimmed_note);
+                 : fmt::format("drop: the shards leave out the same {} every epoch{}", observations(left),
+                               trimmed_note);
     case cs::Remainder::rotate:
       if (left == 0) return std::nullopt;
       if (x.promise_walked && epochs >= 2)
@@ -272,10 +276,10 @@ std::optional<std::string> promise_clause(const Job& job, const WalkExtent& x) {
         return fmt::format("rotate: the shards of any two consecutive epochs cover the range{}", trimmed_note);
       return "rotate: --epochs 2 checks that every observation is read in two consecutive epochs";
     case cs::Remainder::pad:
-      return x.promise_walked ? fmt::format("pad: nothing left out, {} positions per epoch repeat a row of {}",
-                                            job.even.repeated,
-                                            job.o.global() ? "the plan's last request" : "the rank's last request")
-                              : fmt::format("pad: the shards cover the range{}", trimmed_note);
+      return x.promise_walked
+                 ? fmt::format("pad: nothing left out, {} positions per epoch repeat a row of {}", job.even.repeated,
+                               job.o.global() ? "the plan's last request" : "the rank's last request")
+                 : fmt::format("pad: the shards cover the range{}", trimmed_note);
   }
   return std::nullopt;
 }

@@ -123,7 +123,8 @@ std::vector<Item> legend_items(const Picture& pic) {
   for (const auto& left : pic.left_out)
     for (const std::int64_t n : left) any_left_out = any_left_out || n > 0;
   std::vector<Item> legend;
-  for (const std::int64_t rank : pic.ranks) legend.push_back({std::string(color_of(rank)), fmt::format("rank {}", rank)});
+  for (const std::int64_t rank : pic.ranks)
+    legend.push_back({std::string(color_of(rank)), fmt::format("rank {}", rank)});
   if (any_loaded_only) legend.push_back({"loaded", "loaded, read by another rank (shared request) or by none"});
   if (any_left_out) legend.push_back({"left", "left out: read by no rank"});
   if (any_repeated) legend.push_back({"repeated", "underlined: read again in the epoch (padding)"});
@@ -173,7 +174,8 @@ std::string svg_row(const Canvas& c, const Row& row, std::int64_t rank, double y
   std::string path_light;
   std::string path_full;
   const auto read_bin = [&](std::size_t i) { return row.read[i] > 0 && row.read[i] * 2 >= row.loaded[i]; };
-  for (const auto& [a, b] : bin_runs(row.loaded.size(), [&](std::size_t i) { return row.loaded[i] > 0 && !read_bin(i); }))
+  for (const auto& [a, b] :
+       bin_runs(row.loaded.size(), [&](std::size_t i) { return row.loaded[i] > 0 && !read_bin(i); }))
     path_light += c.bins_path(a, b, y, c.l.row_height);
   for (const auto& [a, b] : bin_runs(row.read.size(), read_bin)) path_full += c.bins_path(a, b, y, c.l.row_height);
   if (!path_light.empty()) svg += fmt::format("<path d=\"{}\" fill=\"{}\" fill-opacity=\"0.3\"/>", path_light, color);
@@ -257,8 +259,9 @@ std::string svg_legend(const std::vector<Item>& legend, const std::vector<std::p
     const auto [x, y] = legend_at[i];
     const Item& item = legend[i];
     if (item.kind == "loaded")
-      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"{}\" fill-opacity=\"0.3\"/>",
-                         x, y, palette[0]);
+      svg +=
+          fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"{}\" fill-opacity=\"0.3\"/>",
+                      x, y, palette[0]);
     else if (item.kind == "left")
       svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"url(#hatch)\"/>", x, y);
     else if (item.kind == "repeated")

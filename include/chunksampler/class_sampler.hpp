@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <concepts>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -39,10 +39,10 @@ namespace chunksampler {
 
 /// Options of `ClassSampler`, in annbatch's order; designated initializers read as keywords.
 struct ClassOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
-  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::int64_t chunk_size = 0;               ///< observations per chunk read (>= 1); also the least run length
+  std::int64_t preload_nchunks = 0;          ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;               ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;                    ///< drop the epoch's last, short batch
   std::optional<Slice> mask = std::nullopt;  ///< observations to sample; all of [0, n_obs) by default
   std::uint64_t seed = default_seed;         ///< every random choice descends from it
   /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
@@ -54,9 +54,8 @@ struct ClassOptions {
 
 /// A type `ClassSampler` takes class codes of: any integer type but `bool` and the character types.
 template <class T>
-concept ClassCode = std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> &&
-                    !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t> &&
-                    !std::same_as<T, wchar_t>;
+concept ClassCode = std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, char8_t> &&
+                    !std::same_as<T, char16_t> && !std::same_as<T, char32_t> && !std::same_as<T, wchar_t>;
 
 /// One epoch of `ClassSampler` as an `EpochPlan` (what `plan()` returns).
 using ClassPlan = detail::ClassPlan;
@@ -102,7 +101,7 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
       detail::throw_config("{}: mask.stop ({}) must be <= n_obs, the number of codes ({})", name, range.stop, n_obs_);
     if (range.empty())
       detail::throw_config("{}: the sampled range [{}, {}) is empty; mask.start must be < n_obs, the number of codes",
-                            name, range.start, range.stop);
+                           name, range.start, range.stop);
     (void)windows_in(range);
   }
 
@@ -132,9 +131,17 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   [[nodiscard]] std::uint64_t fingerprint() const noexcept {
     std::uint64_t h = detail::fingerprint_seed(name);
     const Slice mask = options_.mask.value_or(Slice{-1, -1});
-    const std::int64_t fields[] = {options_.chunk_size, options_.preload_nchunks, options_.batch_size,
-                                   options_.drop_last ? 1 : 0, options_.mask ? 1 : 0, mask.start, mask.stop,
-                                   *options_.num_samples, budget_.value_or(-1), n_classes_, n_obs_,
+    const std::int64_t fields[] = {options_.chunk_size,
+                                   options_.preload_nchunks,
+                                   options_.batch_size,
+                                   options_.drop_last ? 1 : 0,
+                                   options_.mask ? 1 : 0,
+                                   mask.start,
+                                   mask.stop,
+                                   *options_.num_samples,
+                                   budget_.value_or(-1),
+                                   n_classes_,
+                                   n_obs_,
                                    static_cast<std::int64_t>(options_.class_weights.size())};
     for (const std::int64_t f : fields) h = detail::derive(h, static_cast<std::uint64_t>(f));
     for (const double w : options_.class_weights) h = detail::derive(h, std::bit_cast<std::uint64_t>(w));
@@ -160,7 +167,8 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
                              {.chunk_size = options_.chunk_size,
                               .preload_nchunks = options_.preload_nchunks,
                               .batch_size = options_.batch_size,
-                              .used_obs = options_.drop_last ? detail::round_down(budget, options_.batch_size) : budget},
+                              .used_obs =
+                                  options_.drop_last ? detail::round_down(budget, options_.batch_size) : budget},
                              {.group_class = detail::RngAccess::key(rng_, epoch, detail::Purpose::group_class),
                               .chunk_start = detail::RngAccess::key(rng_, epoch, detail::Purpose::chunk_start),
                               .batch_order = detail::RngAccess::key(rng_, epoch, detail::Purpose::batch_order)});
@@ -198,9 +206,8 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
     }
     if (!o.class_weights.empty() && !positive)
       detail::throw_config("{}: class_weights (all {} are 0) must hold at least one weight > 0", name,
-                            o.class_weights.size());
-    if (!std::isfinite(total))
-      detail::throw_config("{}: class_weights sum to {}; the sum must be finite", name, total);
+                           o.class_weights.size());
+    if (!std::isfinite(total)) detail::throw_config("{}: class_weights sum to {}; the sum must be finite", name, total);
   }
 
   // Scans the codes once into runs: checks each code, keeps the runs of sampled classes with
@@ -226,12 +233,13 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
       const auto code = static_cast<std::int32_t>(raw);
       if (!weights.empty() && static_cast<std::size_t>(code) >= weights.size())
         detail::throw_config("{}: codes[{}] ({}) has no weight: class_weights has {} entries, one per class code", name,
-                              i, code, weights.size());
+                             i, code, weights.size());
       max_code = std::max(max_code, code);
       if (i + 1 < n_obs_ && codes[static_cast<std::size_t>(i + 1)] == raw) continue;
       const Slice run{start, i + 1};
       start = i + 1;
-      hash = detail::derive(detail::derive(hash, static_cast<std::uint64_t>(run.stop)), static_cast<std::uint64_t>(code));
+      hash =
+          detail::derive(detail::derive(hash, static_cast<std::uint64_t>(run.stop)), static_cast<std::uint64_t>(code));
       const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
       if (weight <= 0) continue;
       if (run.size() < chunk) {
@@ -286,11 +294,11 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
           "observations",
           name, n_obs, n_obs_);
     const Slice range = resolved_mask(n_obs);
-    if (range.stop > n_obs)
-      detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", name, range.stop, n_obs);
+    if (range.stop > n_obs) detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", name, range.stop, n_obs);
     if (range.start < 0 || range.empty())
-      detail::throw_config("{}: the sampled range [{}, {}) is empty; it needs 0 <= mask.start < mask.stop <= n_obs ({})",
-                            name, range.start, range.stop, n_obs);
+      detail::throw_config(
+          "{}: the sampled range [{}, {}) is empty; it needs 0 <= mask.start < mask.stop <= n_obs ({})", name,
+          range.start, range.stop, n_obs);
     return windows_in(range);
   }
 

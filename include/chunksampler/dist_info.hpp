@@ -63,9 +63,8 @@ template <class Lookup>
     if (world_size == nullptr) throw_environment("dist::from_env: {} is set but {} is not", vars.rank, vars.world_size);
     return {parse_env_integer(vars.rank, rank), parse_env_integer(vars.world_size, world_size)};
   }
-  throw_environment(
-      "dist::from_env: no launcher variables found; looked for RANK/WORLD_SIZE, "
-      "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE and SLURM_PROCID/SLURM_NTASKS");
+  throw_environment("dist::from_env: no launcher variables found; looked for RANK/WORLD_SIZE, "
+                    "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE and SLURM_PROCID/SLURM_NTASKS");
 }
 
 }  // namespace detail

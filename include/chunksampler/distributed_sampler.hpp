@@ -5,12 +5,12 @@
 // (<chunksampler/sampler_base.hpp>) for this rank's share.
 
 #include <chunksampler/detail/arith.hpp>
-#include <chunksampler/detail/errors.hpp>
-#include <chunksampler/detail/random.hpp>
 #include <chunksampler/detail/batch_runs.hpp>
 #include <chunksampler/detail/epoch_cursor.hpp>
-#include <chunksampler/epoch.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/random.hpp>
 #include <chunksampler/dist_info.hpp>
+#include <chunksampler/epoch.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
@@ -33,10 +33,12 @@ namespace detail {
 /// not partition its range, so no part of the range is left out to even out the ranks.
 template <class S>
 [[nodiscard]] constexpr bool draws_with_replacement(const S& sampler) {
-  if constexpr (requires { { sampler.replacement() } -> std::convertible_to<bool>; })
+  if constexpr (requires {
+                  { sampler.replacement() } -> std::convertible_to<bool>;
+                }) {
     return static_cast<bool>(sampler.replacement());
-  else
-    return false;
+  }
+  return false;
 }
 
 }  // namespace detail
@@ -111,7 +113,7 @@ class DistributedSampler {
       detail::throw_config("DistributedSampler: world_size ({}) must be in [1, 2^62]", info_.world_size);
     if (info_.rank < 0 || info_.rank >= info_.world_size)
       detail::throw_config("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
-                            info_.world_size);
+                           info_.world_size);
     cursor_.set(sampler_.epoch());
   }
 
@@ -145,13 +147,17 @@ class DistributedSampler {
   [[nodiscard]] std::int64_t batch_size() const noexcept { return sampler_.batch_size(); }
   /// The wrapped sampler's chunk size, where it has one.
   [[nodiscard]] std::int64_t chunk_size() const noexcept
-    requires requires(const S& s) { { s.chunk_size() } -> std::convertible_to<std::int64_t>; }
+    requires requires(const S& s) {
+      { s.chunk_size() } -> std::convertible_to<std::int64_t>;
+    }
   {
     return sampler_.chunk_size();
   }
   /// The wrapped sampler's chunks per request, where it has them.
   [[nodiscard]] std::int64_t preload_nchunks() const noexcept
-    requires requires(const S& s) { { s.preload_nchunks() } -> std::convertible_to<std::int64_t>; }
+    requires requires(const S& s) {
+      { s.preload_nchunks() } -> std::convertible_to<std::int64_t>;
+    }
   {
     return sampler_.preload_nchunks();
   }
@@ -274,7 +280,8 @@ class DistributedSampler {
           f.world_size, info_.world_size);
     detail::check_state_of("DistributedSampler", state, fingerprint(), seed());
     if (options_.mode == ShardMode::contiguous && (f.plan_world_size != f.world_size || f.runs))
-      detail::throw_state_mismatch("DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
+      detail::throw_state_mismatch(
+          "DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
     if (f.world_size != info_.world_size && f.num_workers != 1)
       detail::throw_state_mismatch(
           "DistributedSampler: restore: an elastic restart (world_size {} to {}) needs a state taken without "
@@ -316,9 +323,9 @@ class DistributedSampler {
     // when a state taken without workers is read by several: the re-dealt rest of the epoch is a
     // new stream, which this rank's workers split. Otherwise the state's own stream continues,
     // for the worker it is of.
-    const bool redeal = resume && options_.mode == ShardMode::global &&
-                        (resume->world_size != info_.world_size ||
-                         (resume->num_workers == 1 && worker.num_workers != 1));
+    const bool redeal =
+        resume && options_.mode == ShardMode::global &&
+        (resume->world_size != info_.world_size || (resume->num_workers == 1 && worker.num_workers != 1));
     // Refuses a state of another n_obs on every path, and of another worker unless re-dealt (a
     // re-dealt state is always of the whole rank: restore refuses an elastic one of a worker).
     const std::int64_t point = cursor_.resume_point(redeal ? WorkerInfo{} : worker, n_obs);
@@ -327,7 +334,9 @@ class DistributedSampler {
     RankLayout l = layout(n_obs, cursor_.next(), resume, redeal);
     range_type range(std::move(l.plan), std::move(l.runs), worker, skip);
     detail::check_skip(skip, range.share_batches());
-    return {.range = std::move(range), .dealt = std::move(l.dealt), .dealt_at = l.dealt_at,
+    return {.range = std::move(range),
+            .dealt = std::move(l.dealt),
+            .dealt_at = l.dealt_at,
             .plan_world_size = l.plan_world_size};
   }
 
@@ -344,7 +353,7 @@ class DistributedSampler {
   }
   [[nodiscard]] std::uint64_t seed() const {
     if constexpr (requires(const S& s) { s.rng().seed(); }) return sampler_.rng().seed();
-    else return 0;
+    return 0;
   }
   // What every rank's share is a multiple of when `ranks` ranks split an epoch: a whole batch
   // each with enforce_equal_batches, else one observation each.
@@ -372,12 +381,11 @@ class DistributedSampler {
     const std::int64_t world = plan_world_size;
     const bool odd = epoch % 2 == 1;
     const auto too_small = [&](std::int64_t have) {
-      detail::throw_config(
-          "DistributedSampler: {} over world_size ({}) leave {} per rank (batch_size {}, "
-          "enforce_equal_batches {}); every rank needs at least {}",
-          have == size ? fmt::format("{} observations", have) : fmt::format("num_samples ({})", have), world,
-          have / world, sampler_.batch_size(), options_.enforce_equal_batches,
-          options_.enforce_equal_batches ? "one whole batch" : "one observation");
+      detail::throw_config("DistributedSampler: {} over world_size ({}) leave {} per rank (batch_size {}, "
+                           "enforce_equal_batches {}); every rank needs at least {}",
+                           have == size ? fmt::format("{} observations", have) : fmt::format("num_samples ({})", have),
+                           world, have / world, sampler_.batch_size(), options_.enforce_equal_batches,
+                           options_.enforce_equal_batches ? "one whole batch" : "one observation");
     };
     if (options_.mode == ShardMode::global) {
       const std::int64_t u = share_multiple(world);
@@ -388,7 +396,7 @@ class DistributedSampler {
       if (options_.remainder == Remainder::pad) {
         if (!detail::product_fits(detail::ceil_div(epoch_size, u), u))
           detail::throw_config("DistributedSampler: padding {} observations to a multiple of {} exceeds 2^62",
-                                epoch_size, u);
+                               epoch_size, u);
         return {.mask = range, .stream = global_stream, .budget = detail::ceil_div(epoch_size, u) * u};
       }
       const std::int64_t kept = detail::round_down(epoch_size, u);
@@ -433,8 +441,7 @@ class DistributedSampler {
       const std::int64_t start = r * each + std::min(r, extra);
       return {start, start + each + (r < extra ? 1 : 0)};
     }
-    const std::int64_t each =
-        options_.remainder == Remainder::pad ? detail::ceil_div(total, world) : total / world;
+    const std::int64_t each = options_.remainder == Remainder::pad ? detail::ceil_div(total, world) : total / world;
     return {r * each, (r + 1) * each};
   }
 
@@ -447,7 +454,10 @@ class DistributedSampler {
     plan_type plan = sampler_.with_shard(wrapped_shard(n_obs, epoch, plan_world_size)).plan(n_obs, epoch);
     const std::int64_t n = plan.n_batches();
     if (options_.mode == ShardMode::contiguous)
-      return {.plan = std::move(plan), .runs = {{0, n}}, .dealt = std::nullopt, .dealt_at = 0,
+      return {.plan = std::move(plan),
+              .runs = {{0, n}},
+              .dealt = std::nullopt,
+              .dealt_at = 0,
               .plan_world_size = plan_world_size};
 
     const bool dealt = resume && resume->runs;
@@ -465,10 +475,10 @@ class DistributedSampler {
       // on the same world size, where the stream's length refuses it.
       const std::int64_t longest = rank_block(total, resume->world_size, 0).size();
       if (read > longest)
-        detail::throw_state_mismatch(
-            "restore: the state's batches_done ({}) exceed the {} batches of its stream for this n_obs (its {} ranks had "
-            "at most {} each after batch {})",
-            resume->batches_done, dealt_at + longest, resume->world_size, longest, dealt_at);
+        detail::throw_state_mismatch("restore: the state's batches_done ({}) exceed the {} batches of its stream for "
+                                     "this n_obs (its {} ranks had "
+                                     "at most {} each after batch {})",
+                                     resume->batches_done, dealt_at + longest, resume->world_size, longest, dealt_at);
       std::vector<BatchRun> left;
       // Blocks start in rank order, so ranks from `total` on were dealt nothing: a state of
       // any world size (2^62 in a corrupt file) costs at most one step per batch.
@@ -494,7 +504,10 @@ class DistributedSampler {
     }
     std::optional<std::vector<BatchRun>> dealt_runs;
     if (dealt || redeal) dealt_runs = std::move(pool);
-    return {.plan = std::move(plan), .runs = std::move(runs), .dealt = std::move(dealt_runs), .dealt_at = dealt_at,
+    return {.plan = std::move(plan),
+            .runs = std::move(runs),
+            .dealt = std::move(dealt_runs),
+            .dealt_at = dealt_at,
             .plan_world_size = plan_world_size};
   }
 

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
-#include <chunksampler/worker_info.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/worker_info.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -123,7 +123,8 @@ class Epoch {
   }
   // Batches in the worker's first t pieces of a run. Pieces are whole requests but for the
   // run's first and last and the plan's last request, so this is O(1) from the full size.
-  [[nodiscard]] std::int64_t share_before(const BatchRun& run, std::int64_t pieces_before, std::int64_t t) const noexcept {
+  [[nodiscard]] std::int64_t share_before(const BatchRun& run, std::int64_t pieces_before,
+                                          std::int64_t t) const noexcept {
     if (t <= 0) return 0;
     const std::int64_t n = piece_count(run);
     const std::int64_t first = first_piece(pieces_before);
@@ -141,7 +142,8 @@ class Epoch {
     }
     return total;
   }
-  [[nodiscard]] std::int64_t share_in_run(const BatchRun& run, std::int64_t pieces_before, std::int64_t n) const noexcept {
+  [[nodiscard]] std::int64_t share_in_run(const BatchRun& run, std::int64_t pieces_before,
+                                          std::int64_t n) const noexcept {
     const std::int64_t first = first_piece(pieces_before);
     const std::int64_t mine = first < n ? (n - 1 - first) / worker_.num_workers + 1 : 0;
     return share_before(run, pieces_before, mine);
@@ -207,9 +209,9 @@ class Epoch {
   WorkerInfo worker_;
   std::int64_t skip_;
   bool started_ = false;
-  std::size_t run_ = 0;              // the run being read
-  std::int64_t piece_ = 0;           // the piece of that run being read
-  std::int64_t skip_in_piece_ = 0;   // batches of the first piece already consumed
+  std::size_t run_ = 0;             // the run being read
+  std::int64_t piece_ = 0;          // the piece of that run being read
+  std::int64_t skip_in_piece_ = 0;  // batches of the first piece already consumed
   RequestBuffers buffers_;
   LoadRequest current_;
 };

@@ -33,12 +33,32 @@ class Splits {
     [[nodiscard]] value_type operator[](difference_type n) const noexcept {
       return batch(positions_, batch_size_, index_ + n);
     }
-    iterator& operator++() noexcept { ++index_; return *this; }
-    iterator operator++(int) noexcept { iterator old = *this; ++index_; return old; }
-    iterator& operator--() noexcept { --index_; return *this; }
-    iterator operator--(int) noexcept { iterator old = *this; --index_; return old; }
-    iterator& operator+=(difference_type n) noexcept { index_ += n; return *this; }
-    iterator& operator-=(difference_type n) noexcept { index_ -= n; return *this; }
+    iterator& operator++() noexcept {
+      ++index_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      iterator old = *this;
+      ++index_;
+      return old;
+    }
+    iterator& operator--() noexcept {
+      --index_;
+      return *this;
+    }
+    iterator operator--(int) noexcept {
+      iterator old = *this;
+      --index_;
+      return old;
+    }
+    iterator& operator+=(difference_type n) noexcept {
+      index_ += n;
+      return *this;
+    }
+    iterator& operator-=(difference_type n) noexcept {
+      index_ -= n;
+      return *this;
+    }
     [[nodiscard]] friend iterator operator+(iterator it, difference_type n) noexcept { return it += n; }
     [[nodiscard]] friend iterator operator+(difference_type n, iterator it) noexcept { return it += n; }
     [[nodiscard]] friend iterator operator-(iterator it, difference_type n) noexcept { return it -= n; }
@@ -46,7 +66,9 @@ class Splits {
       return a.index_ - b.index_;
     }
     [[nodiscard]] friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.index_ == b.index_; }
-    [[nodiscard]] friend auto operator<=>(const iterator& a, const iterator& b) noexcept { return a.index_ <=> b.index_; }
+    [[nodiscard]] friend auto operator<=>(const iterator& a, const iterator& b) noexcept {
+      return a.index_ <=> b.index_;
+    }
 
    private:
     std::span<const std::int64_t> positions_{};
@@ -60,9 +82,7 @@ class Splits {
       : positions_(positions), batch_size_(static_cast<std::size_t>(batch_size)) {}
 
   [[nodiscard]] iterator begin() const noexcept { return {positions_, batch_size_, 0}; }
-  [[nodiscard]] iterator end() const noexcept {
-    return {positions_, batch_size_, static_cast<std::ptrdiff_t>(size())};
-  }
+  [[nodiscard]] iterator end() const noexcept { return {positions_, batch_size_, static_cast<std::ptrdiff_t>(size())}; }
   /// Number of batches.
   [[nodiscard]] std::size_t size() const noexcept {
     return batch_size_ == 0 ? 0 : (positions_.size() + batch_size_ - 1) / batch_size_;

@@ -30,10 +30,10 @@ namespace chunksampler {
 /// Options of `MixtureSampler`: those of `RandomOptions` without the mask and replacement, then
 /// the mixture's weights and temperature.
 struct MixtureOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1, <= every dataset's size)
-  std::int64_t preload_nchunks = 0;  ///< chunks per request, all of one dataset (>= 1)
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::int64_t chunk_size = 0;        ///< observations per chunk read (>= 1, <= every dataset's size)
+  std::int64_t preload_nchunks = 0;   ///< chunks per request, all of one dataset (>= 1)
+  std::int64_t batch_size = 0;        ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;             ///< drop the epoch's last, short batch
   std::uint64_t seed = default_seed;  ///< every random choice descends from it
   std::optional<std::int64_t> num_samples = std::nullopt;  ///< positions per epoch; the sizes' sum by default
   std::vector<double> weights = {};  ///< one per dataset, finite, >= 0, one > 0; none: equal weights
@@ -110,7 +110,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
                                                       const MixtureOptions& options) {
     if (boundaries.size() < 2)
       detail::throw_config("MixtureSampler: boundaries has {} values; it needs at least two (0 and one end)",
-                            boundaries.size());
+                           boundaries.size());
     if (boundaries.front() != 0)
       detail::throw_config("MixtureSampler: boundaries[0] ({}) must be 0", boundaries.front());
     std::vector<std::int64_t> sizes;
@@ -118,7 +118,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
     for (std::size_t d = 1; d < boundaries.size(); ++d) {
       if (boundaries[d] <= boundaries[d - 1])
         detail::throw_config("MixtureSampler: boundaries[{}] ({}) must be > boundaries[{}] ({})", d, boundaries[d],
-                              d - 1, boundaries[d - 1]);
+                             d - 1, boundaries[d - 1]);
       if (boundaries[d] > detail::max_size)
         detail::throw_config("MixtureSampler: boundaries[{}] ({}) must be <= 2^62", d, boundaries[d]);
       sizes.push_back(boundaries[d] - boundaries[d - 1]);
@@ -186,7 +186,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
       detail::throw_config("MixtureSampler: n_obs ({}) must be in [0, 2^62]", n_obs);
     if (n_obs < boundaries_.back())
       detail::throw_config("MixtureSampler: n_obs ({}) must be >= the end of the last dataset ({})", n_obs,
-                            boundaries_.back());
+                           boundaries_.back());
   }
 
   /// Positions one epoch holds before `drop_last`: a shard's budget, else `num_samples`, else the
@@ -225,7 +225,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
     const std::int64_t total = boundaries_.back();
     if (shard.mask.start < 0 || shard.mask.start >= shard.mask.stop || shard.mask.stop > total)
       detail::throw_config("MixtureSampler: a shard's mask [{}, {}) must be a non-empty range inside [0, {})",
-                            shard.mask.start, shard.mask.stop, total);
+                           shard.mask.start, shard.mask.stop, total);
     MixtureSampler copy = *this;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
       const Slice part = detail::shard_part({boundaries_[d], boundaries_[d + 1]}, chunk_size_, shard.mask.start,
@@ -275,10 +275,10 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
       if (sizes_[d] < chunk_size_)
         detail::throw_config("MixtureSampler: sizes[{}] ({}) must be >= chunk_size ({}): every dataset holds a chunk",
-                              d, sizes_[d], chunk_size_);
+                             d, sizes_[d], chunk_size_);
       if (sizes_[d] > detail::max_size - total)
-        detail::throw_config("MixtureSampler: the sizes' sum must be <= 2^62; sizes[{}] ({}) brings it above",
-                              d, sizes_[d]);
+        detail::throw_config("MixtureSampler: the sizes' sum must be <= 2^62; sizes[{}] ({}) brings it above", d,
+                             sizes_[d]);
       total += sizes_[d];
     }
   }
@@ -287,7 +287,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
   void set_mixture(std::span<const double> weights, double temperature, std::string_view who) {
     if (!weights.empty() && weights.size() != sizes_.size())
       detail::throw_config("{}: weights has {} values; it needs one per dataset ({}) or none", who, weights.size(),
-                            sizes_.size());
+                           sizes_.size());
     bool any = weights.empty();
     for (std::size_t d = 0; d < weights.size(); ++d) {
       if (!std::isfinite(weights[d]) || weights[d] < 0.0)
@@ -321,9 +321,9 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
   double temperature_ = 1.0;
   std::vector<std::uint64_t> shares_;
   std::vector<double> probabilities_;
-  std::vector<Slice> parts_;               // per dataset, the range read: all of it, or a shard's part
-  std::optional<Slice> shard_mask_;        // set by with_shard
-  std::optional<std::int64_t> budget_;     // set by with_shard: supersedes num_samples
+  std::vector<Slice> parts_;            // per dataset, the range read: all of it, or a shard's part
+  std::optional<Slice> shard_mask_;     // set by with_shard
+  std::optional<std::int64_t> budget_;  // set by with_shard: supersedes num_samples
 };
 
 }  // namespace chunksampler

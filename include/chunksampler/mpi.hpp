@@ -24,7 +24,7 @@ class MpiDistInfo {
     MPI_Finalized(&finalized);
     if (initialized == 0 || finalized != 0)
       detail::throw_environment("dist::from_mpi: MPI is {}; call MPI_Init before constructing the sampler",
-                            initialized == 0 ? "not initialized" : "already finalized");
+                                initialized == 0 ? "not initialized" : "already finalized");
     int rank = 0;
     int size = 0;
     if (MPI_Comm_rank(comm_, &rank) != MPI_SUCCESS || MPI_Comm_size(comm_, &size) != MPI_SUCCESS)

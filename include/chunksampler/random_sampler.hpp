@@ -6,8 +6,8 @@
 // and `fingerprint` of `ChunkSamplerBase`; `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state`, `restore` and `rng` of `SamplerBase`.
 
-#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/rng.hpp>
+#include <chunksampler/sampler_base.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <cstdint>
@@ -18,10 +18,10 @@ namespace chunksampler {
 
 /// Options of `RandomSampler`, in annbatch's order; designated initializers read as keywords.
 struct RandomOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1)
-  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::int64_t chunk_size = 0;               ///< observations per chunk read (>= 1)
+  std::int64_t preload_nchunks = 0;          ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;               ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;                    ///< drop the epoch's last, short batch
   std::optional<Slice> mask = std::nullopt;  ///< observations to sample; all of [0, n_obs) by default
   std::uint64_t seed = default_seed;         ///< every random choice descends from it
   bool replacement = false;                  ///< chunks at random starts, observations may repeat

@@ -149,9 +149,16 @@ struct ChunkConfig {
 /// The fingerprint of a state: the sampler's kind and every setting that shapes an epoch.
 [[nodiscard]] inline std::uint64_t fingerprint_of(std::string_view kind, const ChunkConfig& c) noexcept {
   std::uint64_t h = fingerprint_seed(kind);
-  const std::int64_t fields[] = {c.chunk_size, c.preload_nchunks, c.batch_size, c.drop_last ? 1 : 0,
-                                 c.mask ? 1 : 0, c.mask ? c.mask->start : 0, c.mask ? c.mask->stop : 0,
-                                 c.shuffle ? 1 : 0, c.replacement ? 1 : 0, c.num_samples.value_or(-1),
+  const std::int64_t fields[] = {c.chunk_size,
+                                 c.preload_nchunks,
+                                 c.batch_size,
+                                 c.drop_last ? 1 : 0,
+                                 c.mask ? 1 : 0,
+                                 c.mask ? c.mask->start : 0,
+                                 c.mask ? c.mask->stop : 0,
+                                 c.shuffle ? 1 : 0,
+                                 c.replacement ? 1 : 0,
+                                 c.num_samples.value_or(-1),
                                  c.budget.value_or(-1)};
   for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
   return h;
@@ -173,7 +180,6 @@ using ChunkPlan = detail::ChunkPlan;
 template <class Derived>
 class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
  public:
-
   /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
   [[nodiscard]] std::int64_t batch_size() const noexcept { return config_.batch_size; }
   /// The length of every chunk but the remainder.
@@ -198,7 +204,7 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
       detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", Derived::name, range.stop, n_obs);
     if (range.empty())
       detail::throw_config("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})",
-                    Derived::name, range.start, range.stop, n_obs);
+                           Derived::name, range.start, range.stop, n_obs);
     // A range shorter than a chunk is served as annbatch serves it: one short chunk at a uniform
     // random start, which holds at most the range.
     if (config_.replacement && range.size() < config_.chunk_size) {
@@ -213,7 +219,7 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
     // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
     if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > range.size())
       detail::throw_config("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
-                    Derived::name, *config_.num_samples, range.size());
+                           Derived::name, *config_.num_samples, range.size());
   }
 
   /// Observations one epoch holds before `drop_last`: `num_samples` if set, else the mask's size.

@@ -209,7 +209,7 @@ class SamplerState {
       const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), result, base);
       if (text.empty() || error != std::errc{} || end != text.data() + text.size())
         detail::throw_state_format("SamplerState: {} ({:?}) is not a {} integer in range", key, std::string(text),
-                              base == 16 ? "hexadecimal" : "decimal");
+                                   base == 16 ? "hexadecimal" : "decimal");
       return result;
     }
     template <class T>
@@ -241,7 +241,8 @@ class SamplerState {
     }
     void expect_end() {
       const std::string_view w = word();
-      if (!w.empty()) detail::throw_state_format("SamplerState: unexpected text {:?} after the last field", std::string(w));
+      if (!w.empty())
+        detail::throw_state_format("SamplerState: unexpected text {:?} after the last field", std::string(w));
     }
   };
 };

@@ -374,8 +374,7 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
     }
     if (o.enforce_equal_batches || !global)
       check(least == most || !all_valid, "ranks yield {} to {} batches", least, most);
-    else
-      check(most - least <= 1, "global ranks yield {} to {} batches, more than one apart", least, most);
+    else check(most - least <= 1, "global ranks yield {} to {} batches, more than one apart", least, most);
     if (global && all_valid && std::ssize(ranks) == info.world_size)
       check(total == (o.enforce_equal_batches
                           ? global_plan_batches(f, o, info.world_size) / info.world_size * info.world_size
@@ -424,10 +423,8 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
 
 template <class S>
 void run(FuzzedDataProvider& in, const S& sampler, const Facts& f) {
-  if (in.ConsumeBool())
-    plain(in, sampler, f);
-  else
-    distributed(in, sampler, f);
+  if (in.ConsumeBool()) plain(in, sampler, f);
+  else distributed(in, sampler, f);
 }
 
 [[nodiscard]] std::optional<cs::Slice> mask_value(FuzzedDataProvider& in, std::int64_t n_obs) {
@@ -499,19 +496,18 @@ void class_sampler(FuzzedDataProvider& in) {
       in.ConsumeBool() ? in.ConsumeIntegralInRange<std::int64_t>(1, 3000) : size_value(in, 3000);
   const bool drop_last = in.ConsumeBool();
   const auto seed = in.ConsumeIntegral<std::uint64_t>();
-  context() = fmt::format(
-      "ClassSampler over {} codes ({} first), chunk_size {}, preload_nchunks {}, batch_size {}, "
-      "n_obs {}, mask {}, num_samples {}, drop_last {}, seed {}, {} class weights",
-      codes.size(), codes.front(), s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(mask), num_samples,
-      drop_last, seed, weights.size());
+  context() = fmt::format("ClassSampler over {} codes ({} first), chunk_size {}, preload_nchunks {}, batch_size {}, "
+                          "n_obs {}, mask {}, num_samples {}, drop_last {}, seed {}, {} class weights",
+                          codes.size(), codes.front(), s.chunk_size, s.preload_nchunks, s.batch_size, n_obs,
+                          text_of(mask), num_samples, drop_last, seed, weights.size());
   const auto sampler = made<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                                       .preload_nchunks = s.preload_nchunks,
-                                                                       .batch_size = s.batch_size,
-                                                                       .drop_last = drop_last,
-                                                                       .mask = mask,
-                                                                       .seed = seed,
-                                                                       .num_samples = num_samples,
-                                                                       .class_weights = weights});
+                                                                      .preload_nchunks = s.preload_nchunks,
+                                                                      .batch_size = s.batch_size,
+                                                                      .drop_last = drop_last,
+                                                                      .mask = mask,
+                                                                      .seed = seed,
+                                                                      .num_samples = num_samples,
+                                                                      .class_weights = weights});
   if (!sampler) return;
   const Facts f{.n_obs = n_obs,
                 .range = mask.value_or(cs::Slice{0, n_obs}),
@@ -541,19 +537,19 @@ void mixture_sampler(FuzzedDataProvider& in) {
   const std::optional<std::int64_t> num_samples = num_samples_value(in, 2 * std::min(total, max_size / 2));
   const std::int64_t n_obs =
       in.ConsumeBool() ? total + in.ConsumeIntegralInRange<std::int64_t>(0, 3) : size_value(in, 3000);
-  context() = fmt::format(
-      "MixtureSampler over {} datasets ({} rows), chunk_size {}, preload_nchunks {}, batch_size {}, "
-      "n_obs {}, num_samples {}, {} weights, temperature {}, drop_last {}, seed {}",
-      sizes.size(), total, s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(num_samples), weights.size(),
-      temperature, drop_last, seed);
+  context() =
+      fmt::format("MixtureSampler over {} datasets ({} rows), chunk_size {}, preload_nchunks {}, batch_size {}, "
+                  "n_obs {}, num_samples {}, {} weights, temperature {}, drop_last {}, seed {}",
+                  sizes.size(), total, s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(num_samples),
+                  weights.size(), temperature, drop_last, seed);
   const auto sampler = made<cs::MixtureSampler>(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
-                                                                         .preload_nchunks = s.preload_nchunks,
-                                                                         .batch_size = s.batch_size,
-                                                                         .drop_last = drop_last,
-                                                                         .seed = seed,
-                                                                         .num_samples = num_samples,
-                                                                         .weights = weights,
-                                                                         .temperature = temperature});
+                                                                          .preload_nchunks = s.preload_nchunks,
+                                                                          .batch_size = s.batch_size,
+                                                                          .drop_last = drop_last,
+                                                                          .seed = seed,
+                                                                          .num_samples = num_samples,
+                                                                          .weights = weights,
+                                                                          .temperature = temperature});
   if (!sampler) return;
   Facts f{.n_obs = n_obs,
           .range = {0, sampler->boundaries().back()},

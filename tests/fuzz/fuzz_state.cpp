@@ -164,14 +164,16 @@ void for_each_fixture(F&& f) {
 // restore, or (a plan laid out for the state's world size, too many ranks for n_obs) that world size.
 [[nodiscard]] bool blames_state(std::string_view message, const cs::SamplerState& state) {
   return message.find("restore") != std::string_view::npos ||
-         message.find(fmt::format("world_size ({})", cs::detail::StateAccess::fields(state).plan_world_size)) != std::string_view::npos;
+         message.find(fmt::format("world_size ({})", cs::detail::StateAccess::fields(state).plan_world_size)) !=
+             std::string_view::npos;
 }
 
 template <class S>
 void restore_into(const Fixture<S>& fixture, const cs::SamplerState& state) {
   S sampler = fixture.prototype;
   if (!accepted([&] { sampler.restore(state); })) return;
-  check(sampler.epoch() == state.epoch(), "restore moved to epoch {}, the state is of {}", sampler.epoch(), state.epoch());
+  check(sampler.epoch() == state.epoch(), "restore moved to epoch {}, the state is of {}", sampler.epoch(),
+        state.epoch());
   const cs::SamplerState pending = sampler.state(state.batches_done());
   check(pending == state, "a checkpoint before the first step after restore is {:?}, the restored state {:?}",
         pending.to_string(), state.to_string());

@@ -71,7 +71,8 @@ inline constexpr std::string_view subjects[] = {
 /// A clear rejection: one of the library's types, naming its subject and saying more than that.
 inline void check_message(const std::invalid_argument& error) {
   const std::string_view message = error.what();
-  check(dynamic_cast<const cs::ConfigError*>(&error) != nullptr || dynamic_cast<const cs::StateError*>(&error) != nullptr,
+  check(dynamic_cast<const cs::ConfigError*>(&error) != nullptr ||
+            dynamic_cast<const cs::StateError*>(&error) != nullptr,
         "a std::invalid_argument ({}) that is neither a ConfigError nor a StateError: {:?}", typeid(error).name(),
         std::string(message));
   check(!subject_of(message).empty(), "std::invalid_argument without a subject: {:?}", std::string(message));
@@ -255,13 +256,13 @@ void with_sampler(const ChunkConfig& c, F&& use) {
                                                                        .replacement = c.replacement,
                                                                        .num_samples = c.num_samples}))
       use(*sampler);
-  } else if (const auto sampler = made<cs::SequentialSampler>(
-                 cs::SequentialOptions{.chunk_size = c.shape.chunk_size,
-                                       .preload_nchunks = c.shape.preload_nchunks,
-                                       .batch_size = c.shape.batch_size,
-                                       .drop_last = c.drop_last,
-                                       .mask = c.mask,
-                                       .seed = c.seed})) {
+  } else if (const auto sampler =
+                 made<cs::SequentialSampler>(cs::SequentialOptions{.chunk_size = c.shape.chunk_size,
+                                                                   .preload_nchunks = c.shape.preload_nchunks,
+                                                                   .batch_size = c.shape.batch_size,
+                                                                   .drop_last = c.drop_last,
+                                                                   .mask = c.mask,
+                                                                   .seed = c.seed})) {
     use(*sampler);
   }
 }

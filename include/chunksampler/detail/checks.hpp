@@ -39,7 +39,8 @@ inline void check_mask(std::string_view name, Slice mask) {
     if (mask.start >= max_size) throw_config("{}: mask.start ({}) must be < 2^62", name, mask.start);
     return;
   }
-  if (mask.start >= mask.stop) throw_config("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
+  if (mask.start >= mask.stop)
+    throw_config("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
   if (mask.stop > max_size) throw_config("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
 }
 inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {

@@ -16,14 +16,14 @@ namespace chunksampler::detail {
 
 /// What a chunk sampler needs to lay out one epoch; checked before it gets here.
 struct ChunkLayout {
-  Slice mask;                     ///< the observations the epoch draws from
-  std::int64_t chunk_size;        ///< length of every chunk but the remainder
-  std::int64_t preload_nchunks;   ///< chunks per request
-  std::int64_t batch_size;        ///< positions per batch
-  std::int64_t stream_obs;        ///< observations in the epoch's chunk stream
-  std::int64_t used_obs;          ///< positions the epoch's batches hold; above stream_obs, rows repeat (pad)
-  bool shuffle;                   ///< random chunk order and positions
-  bool replacement;               ///< chunks at random starts instead of a partition of the mask
+  Slice mask;                    ///< the observations the epoch draws from
+  std::int64_t chunk_size;       ///< length of every chunk but the remainder
+  std::int64_t preload_nchunks;  ///< chunks per request
+  std::int64_t batch_size;       ///< positions per batch
+  std::int64_t stream_obs;       ///< observations in the epoch's chunk stream
+  std::int64_t used_obs;         ///< positions the epoch's batches hold; above stream_obs, rows repeat (pad)
+  bool shuffle;                  ///< random chunk order and positions
+  bool replacement;              ///< chunks at random starts instead of a partition of the mask
 };
 
 /// One epoch of a chunk sampler (an `EpochPlan`), any request of which is computed in
@@ -44,8 +44,9 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
         full_chunks_(layout.stream_obs / layout.chunk_size),
         remainder_(layout.stream_obs % layout.chunk_size),
         // Only a shuffled partition reads the order: the others need no table.
-        order_(layout.shuffle && !layout.replacement ? static_cast<std::uint64_t>(std::max<std::int64_t>(full_chunks_, 1))
-                                                     : 1,
+        order_(layout.shuffle && !layout.replacement
+                   ? static_cast<std::uint64_t>(std::max<std::int64_t>(full_chunks_, 1))
+                   : 1,
                chunk_key),
         chunk_key_(chunk_key),
         position_key_(position_key) {}
@@ -56,7 +57,8 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   }
   [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, stream_chunks()); }
   [[nodiscard]] std::int64_t max_positions() const noexcept {
-    return std::min(request_obs(), layout_.stream_obs) + std::max<std::int64_t>(layout_.used_obs - layout_.stream_obs, 0);
+    return std::min(request_obs(), layout_.stream_obs) +
+           std::max<std::int64_t>(layout_.used_obs - layout_.stream_obs, 0);
   }
   [[nodiscard]] const ChunkLayout& layout() const noexcept { return layout_; }
   /// Chunks in the epoch's stream: the full ones and the short tail, if any.
@@ -71,8 +73,7 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
       start = layout_.mask.start +
               static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(layout_.mask.size() - length + 1)));
     } else if (i < full_chunks_) {
-      const std::int64_t slot =
-          layout_.shuffle ? static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(i))) : i;
+      const std::int64_t slot = layout_.shuffle ? static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(i))) : i;
       start = layout_.mask.start + slot * layout_.chunk_size;
     } else {
       start = layout_.mask.start + full_chunks_ * layout_.chunk_size;
@@ -91,8 +92,9 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     const std::int64_t used = std::min(request_obs(), layout_.used_obs - k * request_obs());
     const std::int64_t wanted = k + 1 == n_requests() ? layout_.used_obs - k * request_obs() : used;
     const std::int64_t first = k * layout_.preload_nchunks;
-    const std::int64_t n_chunks = layout_.shuffle ? std::min(layout_.preload_nchunks, stream_chunks() - first)
-                                                  : std::min(ceil_div(used, layout_.chunk_size), stream_chunks() - first);
+    const std::int64_t n_chunks = layout_.shuffle
+                                      ? std::min(layout_.preload_nchunks, stream_chunks() - first)
+                                      : std::min(ceil_div(used, layout_.chunk_size), stream_chunks() - first);
     out.chunks.resize(static_cast<std::size_t>(n_chunks));
     std::int64_t buffer = 0;
     for (std::int64_t j = 0; j < n_chunks; ++j) {
@@ -109,7 +111,8 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
     if (!layout_.shuffle) {
       out.positions.resize(static_cast<std::size_t>(wanted));
-      for (std::int64_t p = distinct; p < wanted; ++p) out.positions[static_cast<std::size_t>(p)] = (p - distinct) % buffer;
+      for (std::int64_t p = distinct; p < wanted; ++p)
+        out.positions[static_cast<std::size_t>(p)] = (p - distinct) % buffer;
       return;
     }
     Engine engine = make_engine(position_key_, static_cast<std::uint64_t>(k));

@@ -40,12 +40,12 @@ struct ClassTable {
 /// `lo` fall before the range's start (clipping at its stop only shortens the count), so the
 /// range's `s`-th start is the `(prefix[lo] + skipped + s)`-th start of the class.
 struct ClassWindow {
-  std::size_t index = 0;   ///< the class's position in `ClassTable::classes`
+  std::size_t index = 0;  ///< the class's position in `ClassTable::classes`
   std::size_t lo = 0;
   std::size_t hi = 0;
   std::int64_t skipped = 0;
   std::int64_t starts = 0;
-  double cumulative = 0;   ///< the weights of this class and those before it in the window list
+  double cumulative = 0;  ///< the weights of this class and those before it in the window list
 };
 
 /// The classes that hold at least one whole chunk inside `range`, with their starts there and

@@ -43,7 +43,7 @@ class EpochCursor {
     if (!resume_) return 0;
     if (resume_->num_workers() != worker.num_workers || resume_->worker() != worker.id)
       throw_state_mismatch("restore: the state is of worker {} of {}, but sample() was called for worker {} of {}",
-                    resume_->worker(), resume_->num_workers(), worker.id, worker.num_workers);
+                           resume_->worker(), resume_->num_workers(), worker.id, worker.num_workers);
     if (resume_->n_obs() && *resume_->n_obs() != n_obs)
       throw_state_mismatch(
           "restore: the state was taken in an epoch over n_obs = {} observations, but sample() was called with "
@@ -87,8 +87,8 @@ inline void check_state_point(std::string_view sampler, std::optional<std::int64
 inline void check_state_of(std::string_view sampler, const SamplerState& state, std::uint64_t fingerprint,
                            std::uint64_t seed) {
   if (state.fingerprint() != fingerprint)
-    throw_state_mismatch("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})", sampler,
-                  state.fingerprint(), fingerprint);
+    throw_state_mismatch("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
+                         sampler, state.fingerprint(), fingerprint);
   if (state.seed() != seed)
     throw_state_mismatch("{}: restore: the state's seed ({}) is not this sampler's ({})", sampler, state.seed(), seed);
 }
@@ -96,7 +96,8 @@ inline void check_state_of(std::string_view sampler, const SamplerState& state, 
 /// Throws unless `skip` batches fit in a stream of `total`.
 inline void check_skip(std::int64_t skip, std::int64_t total) {
   if (skip > total)
-    throw_state_mismatch("restore: the state's batches_done ({}) exceed the {} batches of its stream for this n_obs", skip, total);
+    throw_state_mismatch("restore: the state's batches_done ({}) exceed the {} batches of its stream for this n_obs",
+                         skip, total);
 }
 
 }  // namespace chunksampler::detail

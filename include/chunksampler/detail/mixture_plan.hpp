@@ -109,8 +109,8 @@ struct QuotientRemainder {
   const auto at = [&](std::int64_t x) {
     // The quotient is at most `chunks`, so the product stays within the dataset.
     return dataset.start +
-           static_cast<std::int64_t>(mul_div(static_cast<std::uint64_t>(x), chunks, static_cast<std::uint64_t>(total))
-                                         .quotient) *
+           static_cast<std::int64_t>(
+               mul_div(static_cast<std::uint64_t>(x), chunks, static_cast<std::uint64_t>(total)).quotient) *
                chunk_size;
   };
   return {at(a), at(b)};

@@ -197,9 +197,7 @@ class KeyedPermutation {
       : feistel_(n, key), table_(n > 1 && n <= table_limit ? std::make_shared<Table>(n, key) : nullptr) {}
 
   /// The element at position `i` (`i < n`).
-  [[nodiscard]] std::uint64_t operator()(std::uint64_t i) const {
-    return table_ ? table_->at(i) : feistel_(i);
-  }
+  [[nodiscard]] std::uint64_t operator()(std::uint64_t i) const { return table_ ? table_->at(i) : feistel_(i); }
 
   [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
 

@@ -32,9 +32,7 @@ class RequestGrid {
 
  private:
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
-  [[nodiscard]] std::int64_t batches_per_request() const noexcept {
-    return request_obs() / self().layout().batch_size;
-  }
+  [[nodiscard]] std::int64_t batches_per_request() const noexcept { return request_obs() / self().layout().batch_size; }
 };
 
 }  // namespace chunksampler::detail
