@@ -146,4 +146,9 @@ TEST_CASE("a state shows what users need through accessors that match its text",
                   "plan_world_size=1 workers=3 worker=1 runs=all dealt_at=0",
                   sampler.fingerprint());
   CHECK(cs::SamplerState::parse(v3) == state);
+  // ... with its own keys only: a format-3 header over format-4 keys names the key it expected.
+  std::string mixed = text;
+  mixed.replace(0, mixed.find(' '), "chunksampler-state/3");
+  CHECK_THROWS_AS(cs::SamplerState::parse(mixed), cs::StateFormatError);
+  CHECK_THROWS_WITH(cs::SamplerState::parse(mixed), Catch::Matchers::Contains("expected field batches=..."));
 }

@@ -332,15 +332,6 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
     require_rejected("", "chunksampler-state/4");
     require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/4");
   }
-  SECTION("format 3 reads with its own keys, and only with them") {
-    const std::string v3 =
-        "chunksampler-state/3 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
-        "plan_world_size=2 workers=3 worker=1 runs=0-5,9-12 dealt_at=4";
-    CHECK(cs::SamplerState::parse(v3) == cs::SamplerState::parse(valid.text()));
-    Fields v4_keys = valid;
-    v4_keys.header = "chunksampler-state/3";
-    require_rejected(v4_keys.text(), "batches");
-  }
   SECTION("a state of format 2 (before the uniform chunk orders) is refused by name") {
     const std::string old =
         "chunksampler-state/2 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches=12 world_size=4 "
