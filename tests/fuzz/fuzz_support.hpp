@@ -261,8 +261,7 @@ void with_sampler(const ChunkConfig& c, F&& use) {
                                                                    .preload_nchunks = c.shape.preload_nchunks,
                                                                    .batch_size = c.shape.batch_size,
                                                                    .drop_last = c.drop_last,
-                                                                   .mask = c.mask,
-                                                                   .seed = c.seed})) {
+                                                                   .mask = c.mask})) {
     use(*sampler);
   }
 }
