@@ -429,6 +429,8 @@ void run(FuzzedDataProvider& in, const S& sampler, const Facts& f) {
 
 [[nodiscard]] std::optional<cs::Slice> mask_value(FuzzedDataProvider& in, std::int64_t n_obs) {
   if (in.ConsumeBool()) return std::nullopt;
+  // One in four an open-ended mask, [start, n_obs) whatever n_obs is (annbatch's slice(start, None)).
+  if (in.ConsumeIntegralInRange<int>(0, 3) == 0) return cs::Slice::from(slice_in(in, n_obs).start);
   return slice_in(in, n_obs);
 }
 
@@ -447,7 +449,9 @@ void chunk_samplers(FuzzedDataProvider& in, bool random) {
   c.drop_last = in.ConsumeBool();
   c.seed = in.ConsumeIntegral<std::uint64_t>();
   c.replacement = random && in.ConsumeBool();
-  const cs::Slice range = c.mask.value_or(cs::Slice{0, c.n_obs});
+  // The observations the mask designates: an open-ended one (also a stop of Slice::to_end drawn
+  // at the edge of the range) ends at n_obs.
+  const cs::Slice range = c.mask ? c.mask->resolve(c.n_obs) : cs::Slice{0, c.n_obs};
   if (random) c.num_samples = num_samples_value(in, size_of(range));
   context() = c.text();
   const Facts f{.n_obs = c.n_obs,
@@ -510,7 +514,7 @@ void class_sampler(FuzzedDataProvider& in) {
                                                                       .class_weights = weights});
   if (!sampler) return;
   const Facts f{.n_obs = n_obs,
-                .range = mask.value_or(cs::Slice{0, n_obs}),
+                .range = mask ? mask->resolve(n_obs) : cs::Slice{0, n_obs},
                 .epoch_rows = num_samples,
                 .chunk_size = s.chunk_size,
                 .preload_nchunks = s.preload_nchunks,
