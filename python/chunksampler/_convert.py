@@ -1,0 +1,83 @@
+"""Python values to the C++ library's types, with a TypeError that says what is expected.
+
+Only types are checked here; every rule on the values (sizes, ranges, divisibility) is the C++
+library's, raised as ConfigError.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+
+from ._errors import ConfigError
+
+__all__ = ["flag", "index", "mask_from", "mask_to", "optional_index", "seed_from", "worker_from"]
+
+_UINT64 = np.iinfo(np.uint64)
+
+
+def index(name: str, value: object) -> int:
+    """``value`` as an int (anything with ``__index__`` but a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+
+
+def optional_index(name: str, value: object) -> int | None:
+    """``value`` as an int, or None."""
+    return None if value is None else index(name, value)
+
+
+def flag(name: str, value: object) -> bool:
+    """``value`` as a bool (a Python or numpy bool)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def mask_from(mask: object) -> tuple[int, int | None] | None:
+    """A ``slice(start, stop)`` mask as ``(start, stop)``; ``slice(start, None)`` is open-ended (it
+    ends at each epoch's ``n_obs``) and ``slice(None, stop)`` starts at 0."""
+    if mask is None:
+        return None
+    if not isinstance(mask, slice):
+        raise TypeError(f"mask must be a slice (e.g. slice(0, 1000) or slice(100, None)) or None, got {type(mask).__name__}")
+    if mask.step is not None and mask.step != 1:
+        raise ConfigError(f"mask.step ({mask.step!r}) must be None or 1: a mask is one contiguous range")
+    start = 0 if mask.start is None else index("mask.start", mask.start)
+    return start, optional_index("mask.stop", mask.stop)
+
+
+def mask_to(mask: tuple[int, int | None] | None) -> slice:
+    """The C++ sampler's mask as annbatch spells it: all of ``[0, n_obs)`` is ``slice(0, None)``."""
+    return slice(0, None) if mask is None else slice(mask[0], mask[1])
+
+
+def seed_from(rng: object) -> tuple[np.random.Generator, int]:
+    """The generator a sampler keeps and the uint64 seed the C++ sampler takes, drawn from it."""
+    if rng is None:
+        rng = np.random.default_rng()
+    elif isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        warnings.warn(
+            f"Passing a seed as rng is deprecated (as in annbatch); pass np.random.default_rng({rng!r}) instead.",
+            FutureWarning,
+            stacklevel=4,
+        )
+        rng = np.random.default_rng(rng)
+    elif not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator or None, got {type(rng).__name__}")
+    return rng, int(rng.integers(0, _UINT64.max, dtype=np.uint64, endpoint=True))
+
+
+def worker_from(worker: object) -> tuple[int, int]:
+    """A ``(id, num_workers)`` pair; None is the whole rank, ``(0, 1)``."""
+    if worker is None:
+        return 0, 1
+    if not isinstance(worker, tuple) or len(worker) != 2:
+        raise TypeError(f"worker must be a tuple (id, num_workers) or None, got {worker!r}")
+    return index("worker id", worker[0]), index("num_workers", worker[1])
