@@ -1,0 +1,26 @@
+"""The installed package: what it ships and where it is imported from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import chunksampler
+from chunksampler import _chunksampler
+
+
+def test_imported_from_the_installed_package_not_the_source_tree():
+    source_tree = Path(__file__).resolve().parents[2] / "python"
+    assert not Path(chunksampler.__file__).resolve().is_relative_to(source_tree)
+    assert Path(_chunksampler.__file__).parent == Path(chunksampler.__file__).parent
+
+
+def test_ships_typing_marker_and_stub():
+    package = Path(chunksampler.__file__).parent
+    assert (package / "py.typed").is_file()
+    stub = (package / "_chunksampler.pyi").read_text()
+    assert "class Sampler" in stub and "def random_sampler" in stub
+
+
+def test_version_is_the_cpp_headers():
+    assert chunksampler.__version__.count(".") == 2
+    assert chunksampler.__version__ != "unknown"
