@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers) and the lint (scripts/lint.sh), then the suite again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, once more under ThreadSanitizer, and the fuzz targets briefly.
+# consumers), the Python package's tests (scripts/test_python.sh) and the lint (scripts/lint.sh),
+# then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, once more under
+# ThreadSanitizer, and the fuzz targets briefly.
 #   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,10 @@ jobs=$(nproc)
 cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
 cmake --build --preset dev -j "$jobs"
 ctest --preset dev -j "$jobs"
+
+# The Python package: the wheel built, installed into a fresh virtual environment and tested
+# there (tests/python); under a minute.
+bash scripts/test_python.sh
 
 # clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the
 # sanitizer and fuzz runs below have still had their say.

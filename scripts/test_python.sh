@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Python package's stage of the CI: builds the wheel (pip wheel .), installs it into a fresh
+# virtual environment and runs tests/python there, from outside the source tree, so what is
+# tested is the installed package. About a minute on 2 cores, most of it the compile.
+#   scripts/test_python.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+source scripts/deps.sh
+ensure_build_packages
+# Debian's Python with numpy; the build tools and pytest come from the Python package index.
+ensure_packages python3-venv python3-numpy python3-dev python3-pip
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The build environment: Debian's python3 (its numpy), plus the build backend and nanobind.
+/usr/bin/python3 -m venv --system-site-packages "$work/build-env"
+"$work/build-env/bin/pip" install --quiet --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0"
+"$work/build-env/bin/pip" wheel "$root" --wheel-dir "$work/wheels" --no-deps --no-build-isolation \
+  --disable-pip-version-check --config-settings=cmake.define.CHUNKSAMPLER_WERROR=ON \
+  --config-settings=build-dir="$work/build"
+
+# A fresh environment with nothing but the wheel (numpy from Debian) and the test tools.
+/usr/bin/python3 -m venv --system-site-packages "$work/test-env"
+"$work/test-env/bin/pip" install --quiet --disable-pip-version-check "$work"/wheels/chunksampler-*.whl pytest hypothesis
+
+# From a directory outside the tree, so `import chunksampler` finds the installed package.
+cd "$work"
+"$work/test-env/bin/python" -m pytest -p no:cacheprovider -q "$root/tests/python"
