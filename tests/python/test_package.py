@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import chunksampler
@@ -24,3 +26,12 @@ def test_ships_typing_marker_and_stub():
 def test_version_is_the_cpp_headers():
     assert chunksampler.__version__.count(".") == 2
     assert chunksampler.__version__ != "unknown"
+
+
+
+def test_extension_needs_no_shared_libfmt():
+    # In a fresh interpreter: torch, which other tests import, loads a libfmt of its own.
+    if not Path("/proc/self/maps").exists():
+        return  # not Linux: nothing to read the loaded libraries from
+    code = "import chunksampler._chunksampler; print('libfmt' in open('/proc/self/maps').read())"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
