@@ -36,6 +36,10 @@ namespace {
 using Range = cs::Epoch<cs::ChunkPlan>;
 using AnySampler = std::variant<cs::RandomSampler, cs::SequentialSampler, cs::DistributedSampler<cs::RandomSampler>,
                                 cs::DistributedSampler<cs::SequentialSampler>>;
+// Whether `S` is one of the plain samplers, not a DistributedSampler of one.
+template <class S>
+constexpr bool is_plain = std::is_same_v<S, cs::RandomSampler> || std::is_same_v<S, cs::SequentialSampler>;
+
 // A mask as Python spells it: (start, stop), stop None for slice(start, None).
 using PyMask = std::pair<std::int64_t, std::optional<std::int64_t>>;
 
@@ -167,7 +171,7 @@ auto visit_distributed(const Sampler& sampler, F&& f) {
   return std::visit(
       [&](const auto& s) -> R {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, cs::RandomSampler> || std::is_same_v<S, cs::SequentialSampler>)
+        if constexpr (is_plain<S>)
           throw nb::type_error("chunksampler: not a DistributedSampler");
         else
           return f(s);
@@ -237,8 +241,7 @@ NB_MODULE(_chunksampler, m) {
                      return std::visit(
                          [](const auto& x) {
                            using S = std::decay_t<decltype(x)>;
-                           if constexpr (std::is_same_v<S, cs::RandomSampler> ||
-                                         std::is_same_v<S, cs::SequentialSampler>)
+                           if constexpr (is_plain<S>)
                              return x.drop_last();
                            else
                              return x.sampler().drop_last();
@@ -294,7 +297,7 @@ NB_MODULE(_chunksampler, m) {
         return std::visit(
             [&](const auto& s) -> Sampler {
               using S = std::decay_t<decltype(s)>;
-              if constexpr (std::is_same_v<S, cs::RandomSampler> || std::is_same_v<S, cs::SequentialSampler>)
+              if constexpr (is_plain<S>)
                 return Sampler(cs::DistributedSampler<S>(s, info, options));
               else
                 throw nb::type_error("chunksampler: a DistributedSampler cannot wrap another DistributedSampler");
