@@ -18,24 +18,33 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._annbatch import register_with_annbatch
 from ._errors import ConfigError, DistEnvironmentError, StateError, StateFormatError, StateMismatchError
-from ._samplers import DistributedSampler, RandomSampler, SequentialSampler
-from ._types import LoadRequest
+from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler
+from ._types import LoadRequest, RequestArrays, SamplerStateDict
+from ._workers import WorkerInfo
 
 try:
     __version__ = version("chunksampler")
 except PackageNotFoundError:  # imported from a build tree, not installed
     __version__ = "unknown"
 
+register_with_annbatch((RandomSampler, SequentialSampler, ClassSampler, MixtureSampler, DistributedSampler))
+
 __all__ = [
+    "ClassSampler",
     "ConfigError",
     "DistEnvironmentError",
     "DistributedSampler",
     "LoadRequest",
+    "MixtureSampler",
     "RandomSampler",
+    "RequestArrays",
     "SequentialSampler",
     "StateError",
     "StateFormatError",
+    "SamplerStateDict",
     "StateMismatchError",
+    "WorkerInfo",
     "__version__",
 ]

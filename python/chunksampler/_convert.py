@@ -13,7 +13,18 @@ import numpy as np
 
 from ._errors import ConfigError
 
-__all__ = ["flag", "index", "mask_from", "mask_to", "optional_index", "seed_from", "worker_from"]
+__all__ = [
+    "class_codes",
+    "flag",
+    "floats",
+    "index",
+    "indices",
+    "mask_from",
+    "mask_to",
+    "optional_index",
+    "seed_from",
+    "worker_from",
+]
 
 _UINT64 = np.iinfo(np.uint64)
 
@@ -81,3 +92,44 @@ def worker_from(worker: object) -> tuple[int, int]:
     if not isinstance(worker, tuple) or len(worker) != 2:
         raise TypeError(f"worker must be a tuple (id, num_workers) or None, got {worker!r}")
     return index("worker id", worker[0]), index("num_workers", worker[1])
+
+
+def floats(name: str, values: object) -> list[float]:
+    """A 1-D sequence of real numbers (a list, tuple or numpy array) as a list of floats."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
+    array = np.asarray(values)
+    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.number) or array.size == 0):
+        raise TypeError(f"{name} must be a 1-D sequence of numbers, got {array.ndim}-D {array.dtype}")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers, got {array.dtype}")
+    return [float(x) for x in array.astype(np.float64)]
+
+
+def indices(name: str, values: object) -> list[int]:
+    """A 1-D sequence of integers as a list of ints."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{name} must be a sequence of ints, got {type(values).__name__}")
+    return [index(f"{name}[{i}]", v) for i, v in enumerate(values)]  # type: ignore[arg-type]
+
+
+_CODE_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+def class_codes(classes: object) -> np.ndarray:
+    """One class code per observation, from a ``pandas.Categorical`` (its ``codes``, as annbatch
+    takes them) or a 1-D integer array; as a contiguous array of a type the C++ sampler reads
+    without a copy (int8, int16, int32 or int64), copied only when it is not one already."""
+    codes = getattr(classes, "codes", classes) if hasattr(classes, "categories") else classes
+    if isinstance(codes, (str, bytes)) or not hasattr(codes, "__len__"):
+        raise TypeError(f"classes must be a pandas.Categorical or a 1-D integer array, got {type(classes).__name__}")
+    array = np.asarray(codes)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
+        raise TypeError(
+            f"classes must be a pandas.Categorical or a 1-D integer array of class codes, got {array.ndim}-D {array.dtype}"
+        )
+    if array.dtype.type not in _CODE_TYPES:
+        if array.size and array.max() > np.iinfo(np.int64).max:
+            raise ConfigError(f"classes: code {array.max()} must be < 2^31")
+        array = array.astype(np.int64)
+    return np.ascontiguousarray(array)

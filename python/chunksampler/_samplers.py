@@ -1,23 +1,35 @@
 """The samplers, with annbatch's constructor keywords, methods and properties.
 
 Each class holds a C++ sampler (chunksampler._chunksampler) and converts types; every rule,
-check and number is the C++ library's.
+check and number is the C++ library's. A class keeps its settings (``_settings``) so that it can
+make its C++ sampler again: after pickling, and when ``mask`` or ``rng`` is assigned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from . import _chunksampler
-from ._convert import flag, index, mask_from, mask_to, optional_index, seed_from, worker_from
+from . import _chunksampler, _workers
+from ._convert import (
+    class_codes,
+    flag,
+    floats,
+    index,
+    indices,
+    mask_from,
+    mask_to,
+    optional_index,
+    seed_from,
+    worker_from,
+)
 from ._dist import DistInfo, resolve_dist_info
 from ._errors import ConfigError
-from ._types import LoadRequest
+from ._types import LoadRequest, RequestArrays, SamplerStateDict
 
-__all__ = ["DistributedSampler", "RandomSampler", "SequentialSampler"]
+__all__ = ["ClassSampler", "DistributedSampler", "MixtureSampler", "RandomSampler", "SequentialSampler"]
 
 _MODES = {"contiguous": _chunksampler.ShardMode.contiguous, "global": _chunksampler.ShardMode.global_mode}
 _REMAINDERS = {
@@ -27,27 +39,63 @@ _REMAINDERS = {
 }
 
 
+def _worker(worker: object) -> tuple[int, int]:
+    """An explicit ``(id, num_workers)``, else the DataLoader worker this process is, else ``(0, 1)``."""
+    if worker is None:
+        info = _workers.get_torch_worker_info()
+        return (0, 1) if info is None else (info.id, info.num_workers)
+    return worker_from(worker)
+
+
 class _Sampler:
     """What every sampler offers: annbatch's ``sample``/``n_batches``/``validate`` and properties,
-    and PyTorch's ``set_epoch``."""
+    PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, pickling."""
 
     _impl: _chunksampler.Sampler
     _rng: np.random.Generator | None
+
+    def _build(self) -> _chunksampler.Sampler:
+        """The C++ sampler of the current settings, at epoch 0."""
+        raise NotImplementedError
+
+    def _copy(self) -> Any:
+        """A new sampler of the same settings and seed, at epoch 0 (a ClassSampler's codes shared)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update({key: value for key, value in self.__dict__.items() if key != "_impl"})
+        clone._impl = clone._build()
+        return clone
+
+    def _rebuild(self) -> None:
+        """Makes the C++ sampler again after a setting changed; the next epoch stays the same."""
+        epoch = self._impl.epoch
+        self._impl = self._build()
+        self._impl.set_epoch(epoch)
 
     def sample(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[LoadRequest]:
         """The load requests of the next epoch over ``n_obs`` observations, then moves to the epoch after.
 
         Validates first: raises ConfigError before anything is yielded. Each request is a dict
         ``{"requests": [slice, ...], "splits": [np.ndarray, ...]}`` (annbatch's ``LoadRequest``); the
-        splits are int64 views into one positions array per request. With ``worker=(i, k)`` it
-        yields worker ``i`` of ``k``'s share: requests ``i, i + k, ...`` of the epoch.
+        splits are int64 views into one positions array per request, which stays valid after the
+        iterator moves on. ``worker=(i, k)`` yields worker ``i`` of ``k``'s share (requests ``i, i + k,
+        ...``); by default, inside a ``torch.utils.data.DataLoader`` worker, that worker's share.
         """
-        worker_id, num_workers = worker_from(worker)
+        worker_id, num_workers = _worker(worker)
         return self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
 
+    def sample_arrays(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[RequestArrays]:
+        """As ``sample()``, each request as four read-only int64 arrays and no Python object per
+        chunk or batch: ``(starts, stops, positions, offsets)``. Chunk ``c`` is ``[starts[c], stops[c])``;
+        batch ``b`` is ``positions[offsets[b]:offsets[b + 1]]``, positions into the buffer the chunks
+        make in order. The arrays view the sampler's own buffers: they are valid until the next
+        request (``.copy()`` what you keep)."""
+        worker_id, num_workers = _worker(worker)
+        return self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
+
     def n_batches(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> int:
-        """Batches one epoch over ``n_obs`` observations yields (worker ``worker``'s share, if given)."""
-        worker_id, num_workers = worker_from(worker)
+        """Batches one epoch over ``n_obs`` observations yields (worker ``worker``'s share, if given, or
+        the DataLoader worker's), counted from the epoch's start."""
+        worker_id, num_workers = _worker(worker)
         return self._impl.n_batches(index("n_obs", n_obs), worker_id, num_workers)
 
     def validate(self, n_obs: int) -> None:
@@ -61,6 +109,43 @@ class _Sampler:
         if epoch < 0:
             raise ConfigError(f"set_epoch: epoch ({epoch}) must be >= 0")
         self._impl.set_epoch(epoch)
+
+    def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
+        """The point after ``batches_done`` batches of the current epoch (the one the last ``sample()``
+        played, counted from its start), as PyTorch's ``state_dict``: ``{"state": text, "epoch": ...,
+        "batches_done": ...}``, where ``text`` is the C++ ``SamplerState``'s. By default the point after
+        the batches the last ``sample()``'s iterator has yielded; pass the batches your training loop
+        finished where it lags behind the iterator (a prefetching loader)."""
+        text = self._impl.state(optional_index("batches_done", batches_done))
+        fields = dict(field.split("=", 1) for field in text.split()[1:])
+        return {"state": text, "epoch": int(fields["epoch"]), "batches_done": int(fields["batches_done"])}
+
+    def load_state_dict(self, state_dict: SamplerStateDict) -> None:
+        """Makes the next ``sample()`` continue exactly after ``state_dict`` (from ``state_dict()`` of a
+        sampler of the same configuration and seed): its batches equal the rest of the uninterrupted
+        epoch's. Raises StateMismatchError for a state of another configuration, seed or world size
+        (a global-mode DistributedSampler restores one of any world size: elastic), StateFormatError
+        for text that is not a state."""
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), str):
+            raise TypeError(f"state_dict must be a dict from state_dict() with a 'state' string, got {state_dict!r}")
+        self._impl.restore(state_dict["state"])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key != "_impl"}
+        # Where the epochs stand: a fresh epoch's number, else the exact point (a pending restore,
+        # or the batches yielded so far).
+        at_start = self._impl.since == "start"
+        state["_position"] = ("epoch", self._impl.epoch) if at_start else ("state", self._impl.state(None))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        kind, value = state.pop("_position")
+        self.__dict__.update(state)
+        self._impl = self._build()
+        if kind == "epoch":
+            self._impl.set_epoch(value)
+        else:
+            self._impl.restore(value)
 
     @property
     def epoch(self) -> int:
@@ -93,15 +178,17 @@ class _Sampler:
         return self._impl.shuffle
 
     @property
-    def mask(self) -> slice:
-        """The observation range sampled: ``slice(0, None)`` (all of ``[0, n_obs)``) by default,
-        ``slice(start, None)`` for a range that ends at each epoch's ``n_obs``."""
-        return mask_to(self._impl.mask)
-
-    @property
     def rng(self) -> np.random.Generator | None:
-        """The generator the seed was drawn from (None for a SequentialSampler, which draws nothing)."""
+        """The generator the seed was drawn from (None for a SequentialSampler, which draws nothing).
+        Assigning a generator draws a new seed from it; the next epoch keeps its number."""
         return self._rng
+
+    @rng.setter
+    def rng(self, value: np.random.Generator | None) -> None:
+        if "_seed" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__} draws nothing: it has no rng to assign")
+        self._rng, self._seed = seed_from(value)
+        self._rebuild()
 
     @property
     def seed(self) -> int:
@@ -109,7 +196,31 @@ class _Sampler:
         return self._impl.seed
 
 
-class RandomSampler(_Sampler):
+class _MaskedSampler(_Sampler):
+    """A sampler of one observation range, ``mask``, which may be assigned (as in annbatch)."""
+
+    _mask: tuple[int, int | None] | None
+
+    @property
+    def mask(self) -> slice:
+        """The observation range sampled: ``slice(0, None)`` (all of ``[0, n_obs)``) by default,
+        ``slice(start, None)`` for a range that ends at each epoch's ``n_obs``. Assigning a slice
+        changes the range of later epochs (checked as the constructor checks it); an epoch already
+        being iterated keeps its own."""
+        return mask_to(self._impl.mask)
+
+    @mask.setter
+    def mask(self, value: slice | None) -> None:
+        old = self._mask
+        self._mask = mask_from(value)
+        try:
+            self._rebuild()
+        except BaseException:
+            self._mask = old
+            raise
+
+
+class RandomSampler(_MaskedSampler):
     """Shuffled chunk sampler, a drop-in for ``annbatch.samplers.RandomSampler``.
 
     Reads contiguous chunks of ``chunk_size`` observations in a random order, ``preload_nchunks`` per
@@ -139,19 +250,27 @@ class RandomSampler(_Sampler):
         mask: slice | None = None,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._rng, seed = seed_from(rng)
-        self._impl = _chunksampler.random_sampler(
-            index("chunk_size", chunk_size),
-            index("preload_nchunks", preload_nchunks),
-            index("batch_size", batch_size),
-            flag("drop_last", drop_last),
-            mask_from(mask),
-            seed,
-            flag("replacement", replacement),
-            optional_index("num_samples", num_samples),
-        )
-        self._replacement = bool(replacement)
+        self._chunk_size = index("chunk_size", chunk_size)
+        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
+        self._batch_size = index("batch_size", batch_size)
+        self._drop_last = flag("drop_last", drop_last)
+        self._mask = mask_from(mask)
+        self._replacement = flag("replacement", replacement)
         self._num_samples = optional_index("num_samples", num_samples)
+        self._rng, self._seed = seed_from(rng)
+        self._impl = self._build()
+
+    def _build(self) -> _chunksampler.Sampler:
+        return _chunksampler.random_sampler(
+            self._chunk_size,
+            self._preload_nchunks,
+            self._batch_size,
+            self._drop_last,
+            self._mask,
+            self._seed,
+            self._replacement,
+            self._num_samples,
+        )
 
     @property
     def replacement(self) -> bool:
@@ -171,7 +290,7 @@ class RandomSampler(_Sampler):
         )
 
 
-class SequentialSampler(_Sampler):
+class SequentialSampler(_MaskedSampler):
     """In-order chunk sampler for evaluation, a drop-in for ``annbatch.samplers.SequentialSampler``:
     chunks in order, positions in order; every epoch is the same.
 
@@ -190,12 +309,16 @@ class SequentialSampler(_Sampler):
         mask: slice | None = None,
     ) -> None:
         self._rng = None
-        self._impl = _chunksampler.sequential_sampler(
-            index("chunk_size", chunk_size),
-            index("preload_nchunks", preload_nchunks),
-            index("batch_size", batch_size),
-            flag("drop_last", drop_last),
-            mask_from(mask),
+        self._chunk_size = index("chunk_size", chunk_size)
+        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
+        self._batch_size = index("batch_size", batch_size)
+        self._drop_last = flag("drop_last", drop_last)
+        self._mask = mask_from(mask)
+        self._impl = self._build()
+
+    def _build(self) -> _chunksampler.Sampler:
+        return _chunksampler.sequential_sampler(
+            self._chunk_size, self._preload_nchunks, self._batch_size, self._drop_last, self._mask
         )
 
     def __repr__(self) -> str:
@@ -205,20 +328,205 @@ class SequentialSampler(_Sampler):
         )
 
 
+class ClassSampler(_MaskedSampler):
+    """Class-coherent sampler with replacement, a drop-in for ``annbatch.samplers.ClassSampler``:
+    every batch holds observations of one class.
+
+    ``classes`` is a ``pandas.Categorical`` with one entry per observation (annbatch's argument; its
+    ``codes`` are read) or a 1-D integer array of class codes. Each ``lcm(chunk_size, batch_size)``
+    block draws a class with probability proportional to ``class_weights`` (one per category;
+    0 excludes a class; uniform by default) among the classes the range holds, and each of its
+    chunks starts at a uniformly random valid start of that class: every start whose chunk lies in
+    one run of the class and in ``mask`` is equally likely (annbatch draws a run first, which favours
+    short runs). An epoch reads ``num_samples`` positions. Every run of a class with a positive
+    weight must be at least ``chunk_size`` long. The codes are scanned once into runs; the sampler
+    keeps a reference to them to make its C++ sampler again when pickled or when ``mask`` is
+    assigned. Unlike annbatch's, it serves DataLoader workers (each its own share of the draws),
+    restores exactly, and a ``DistributedSampler`` may wrap it.
+
+    >>> codes = np.repeat(np.arange(4), 250)
+    >>> sampler = ClassSampler(10, 4, 10, classes=codes, num_samples=400, rng=np.random.default_rng(0))
+    >>> sampler.n_batches(1000)
+    40
+    """
+
+    def __init__(
+        self,
+        chunk_size: int,
+        preload_nchunks: int,
+        batch_size: int,
+        *,
+        classes: Any,
+        num_samples: int,
+        class_weights: Any = None,
+        mask: slice | None = None,
+        drop_last: bool = False,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self._chunk_size = index("chunk_size", chunk_size)
+        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
+        self._batch_size = index("batch_size", batch_size)
+        self._drop_last = flag("drop_last", drop_last)
+        self._mask = mask_from(mask)
+        self._num_samples = index("num_samples", num_samples)
+        self._class_weights = [] if class_weights is None else floats("class_weights", class_weights)
+        self._codes = class_codes(classes)
+        self._rng, self._seed = seed_from(rng)
+        self._impl = self._build()
+
+    def _build(self) -> _chunksampler.Sampler:
+        return _chunksampler.class_sampler(
+            self._codes,
+            self._chunk_size,
+            self._preload_nchunks,
+            self._batch_size,
+            self._drop_last,
+            self._mask,
+            self._seed,
+            self._num_samples,
+            self._class_weights,
+        )
+
+    @property
+    def replacement(self) -> bool:
+        """Always True: chunks are drawn with replacement."""
+        return True
+
+    @property
+    def num_samples(self) -> int:
+        """Positions per epoch."""
+        return self._num_samples
+
+    @property
+    def class_weights(self) -> np.ndarray | None:
+        """The weights as given (None: every class alike)."""
+        return np.array(self._class_weights) if self._class_weights else None
+
+    def __repr__(self) -> str:
+        return (
+            f"ClassSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
+            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={len(self._codes)}, "
+            f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed})"
+        )
+
+
+class MixtureSampler(_Sampler):
+    """Samples several datasets laid end to end as a weighted mixture, each request of one dataset.
+
+    Dataset ``d`` is the observations ``[b_d, b_d + sizes[d])`` with ``b_0 = 0``. Its share of an
+    epoch's requests is proportional to ``weights[d] ** (1 / temperature)`` (equal weights by
+    default; 0 excludes a dataset), to within one request, and a keyed permutation interleaves the
+    datasets. An epoch holds ``num_samples`` positions (by default the sizes' sum). Not in annbatch:
+    the C++ library's ``MixtureSampler``.
+
+    >>> sampler = MixtureSampler(64, 4, 128, sizes=[60_000, 40_000], weights=[1, 3], rng=np.random.default_rng(0))
+    >>> sampler.n_batches(100_000)
+    782
+    """
+
+    def __init__(
+        self,
+        chunk_size: int,
+        preload_nchunks: int,
+        batch_size: int,
+        *,
+        sizes: Any,
+        weights: Any = None,
+        temperature: float = 1.0,
+        num_samples: int | None = None,
+        drop_last: bool = False,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self._chunk_size = index("chunk_size", chunk_size)
+        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
+        self._batch_size = index("batch_size", batch_size)
+        self._drop_last = flag("drop_last", drop_last)
+        self._sizes = indices("sizes", sizes)
+        self._weights = [] if weights is None else floats("weights", weights)
+        self._temperature = _real("temperature", temperature)
+        self._num_samples = optional_index("num_samples", num_samples)
+        self._rng, self._seed = seed_from(rng)
+        self._impl = self._build()
+
+    def _build(self) -> _chunksampler.Sampler:
+        return _chunksampler.mixture_sampler(
+            self._sizes,
+            self._chunk_size,
+            self._preload_nchunks,
+            self._batch_size,
+            self._drop_last,
+            self._seed,
+            self._num_samples,
+            self._weights,
+            self._temperature,
+        )
+
+    def update_weights(self, weights: Any, temperature: float | None = None) -> None:
+        """New weights (and temperature, if given; else the current one) for later epochs, checked as
+        the constructor checks them. A state taken under other weights is refused afterwards."""
+        new_weights = floats("weights", weights)
+        new_temperature = None if temperature is None else _real("temperature", temperature)
+        self._impl.update_weights(new_weights, new_temperature)
+        self._weights, self._temperature = self._impl.mixture
+
+    @property
+    def mask(self) -> slice:
+        """The range the datasets cover: ``slice(0, sum(sizes))``."""
+        return mask_to(self._impl.mask)
+
+    @property
+    def sizes(self) -> list[int]:
+        """The datasets' sizes."""
+        return list(self._sizes)
+
+    @property
+    def weights(self) -> list[float]:
+        """The weights, one per dataset."""
+        return list(self._impl.mixture[0])
+
+    @property
+    def temperature(self) -> float:
+        """The temperature the weights are raised to the inverse of."""
+        return self._impl.mixture[1]
+
+    @property
+    def num_samples(self) -> int | None:
+        """Positions per epoch, if fixed; otherwise the sizes' sum."""
+        return self._num_samples
+
+    def __repr__(self) -> str:
+        return (
+            f"MixtureSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
+            f"batch_size={self.batch_size}, sizes={self.sizes}, weights={self.weights}, "
+            f"temperature={self.temperature}, num_samples={self.num_samples}, drop_last={self.drop_last}, "
+            f"seed={self.seed})"
+        )
+
+
+def _real(name: str, value: object) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+_Wrappable = (RandomSampler, SequentialSampler, ClassSampler, MixtureSampler)
+
+
 class DistributedSampler(_Sampler):
     """Gives each rank of a data-parallel job its disjoint share of a sampler's epochs, a drop-in
     for ``annbatch.samplers.DistributedSampler``.
 
-    ``sampler`` (a RandomSampler or SequentialSampler) is copied: later changes to it do not reach
-    this one. ``dist_info`` gives rank and world size and is called once, here: ``"torch"``
-    (``torch.distributed``, which must be initialized), ``"jax"``, ``"env"`` (the launcher's
-    variables: ``RANK``/``WORLD_SIZE`` as torchrun sets them, OpenMPI's, PMI's or Slurm's), or a
-    callable returning ``(rank, world_size)``.
+    ``sampler`` (a RandomSampler, SequentialSampler, ClassSampler or MixtureSampler) is copied:
+    later changes to it do not reach this one. ``dist_info`` gives rank and world size and is called
+    once, here: ``"torch"`` (``torch.distributed``, which must be initialized), ``"jax"``, ``"env"``
+    (the launcher's variables: ``RANK``/``WORLD_SIZE`` as torchrun sets them, OpenMPI's, PMI's or
+    Slurm's), or a callable returning ``(rank, world_size)``.
 
     Beyond annbatch: ``mode="global"`` deals one shared permutation of all chunks among the ranks
-    (each rank sees different data every epoch); ``remainder`` says what becomes of the observations
-    that do not divide evenly: ``"drop"`` (annbatch's), ``"pad"`` (repeat a few rows) or ``"rotate"``
-    (drop from the tail in even epochs and the head in odd ones).
+    (each rank sees different data every epoch, and a state restores on any number of ranks);
+    ``remainder`` says what becomes of the observations that do not divide evenly: ``"drop"``
+    (annbatch's), ``"pad"`` (repeat a few rows) or ``"rotate"`` (drop from the tail in even epochs
+    and the head in odd ones).
 
     >>> base = RandomSampler(chunk_size=10, preload_nchunks=1, batch_size=10, rng=np.random.default_rng(0))
     >>> DistributedSampler(base, dist_info=lambda: (0, 3)).n_batches(107)
@@ -227,41 +535,55 @@ class DistributedSampler(_Sampler):
 
     def __init__(
         self,
-        sampler: RandomSampler | SequentialSampler,
+        sampler: RandomSampler | SequentialSampler | ClassSampler | MixtureSampler,
         *,
         dist_info: DistInfo,
         enforce_equal_batches: bool = True,
         mode: Literal["contiguous", "global"] = "contiguous",
         remainder: Literal["drop", "pad", "rotate"] = "drop",
     ) -> None:
-        if not isinstance(sampler, (RandomSampler, SequentialSampler)):
+        if not isinstance(sampler, _Wrappable):
             raise TypeError(
-                "sampler must be a chunksampler.RandomSampler or chunksampler.SequentialSampler, "
+                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler or MixtureSampler, "
                 f"got {type(sampler).__name__}"
             )
         if mode not in _MODES:
             raise ConfigError(f"DistributedSampler: mode ({mode!r}) must be one of {sorted(_MODES)}")
         if remainder not in _REMAINDERS:
             raise ConfigError(f"DistributedSampler: remainder ({remainder!r}) must be one of {sorted(_REMAINDERS)}")
-        enforce_equal_batches = flag("enforce_equal_batches", enforce_equal_batches)
-        rank, world_size = resolve_dist_info(dist_info)
+        self._enforce_equal_batches = flag("enforce_equal_batches", enforce_equal_batches)
+        self._rank, self._world_size = resolve_dist_info(dist_info)
         self._rng = sampler.rng
         self._mode = mode
         self._remainder = remainder
-        self._impl = _chunksampler.distributed_sampler(
-            sampler._impl, rank, world_size, enforce_equal_batches, _MODES[mode], _REMAINDERS[remainder]
+        # The wrapped sampler as it is now, fresh (its epoch is this sampler's own).
+        self._wrapped = sampler._copy()
+        self._impl = self._build()
+
+    def _build(self) -> _chunksampler.Sampler:
+        return _chunksampler.distributed_sampler(
+            self._wrapped._impl,
+            self._rank,
+            self._world_size,
+            self._enforce_equal_batches,
+            _MODES[self._mode],
+            _REMAINDERS[self._remainder],
         )
-        self._enforce_equal_batches = enforce_equal_batches
+
+    @property
+    def sampler(self) -> RandomSampler | SequentialSampler | ClassSampler | MixtureSampler:
+        """A copy of the wrapped sampler as it was when this one was made."""
+        return self._wrapped._copy()
 
     @property
     def rank(self) -> int:
         """This process's rank."""
-        return self._impl.rank
+        return self._rank
 
     @property
     def world_size(self) -> int:
         """Processes in the job."""
-        return self._impl.world_size
+        return self._world_size
 
     @property
     def enforce_equal_batches(self) -> bool:
@@ -283,6 +605,21 @@ class DistributedSampler(_Sampler):
         """The wrapped sampler's mask: the range all ranks together cover."""
         return mask_to(self._impl.mask)
 
+    @property
+    def rng(self) -> np.random.Generator | None:
+        """The wrapped sampler's generator (read-only here: every rank must keep one seed)."""
+        return self._rng
+
+    def update_weights(self, weights: Any, temperature: float | None = None) -> None:
+        """A wrapped MixtureSampler's new weights (call it on every rank, between epochs)."""
+        if not isinstance(self._wrapped, MixtureSampler):
+            raise TypeError(f"update_weights needs a wrapped MixtureSampler, not a {type(self._wrapped).__name__}")
+        new_weights = floats("weights", weights)
+        new_temperature = None if temperature is None else _real("temperature", temperature)
+        self._impl.update_weights(new_weights, new_temperature)
+        self._wrapped._weights, self._wrapped._temperature = self._impl.mixture
+        self._wrapped._impl.update_weights(*self._impl.mixture)
+
     def shard(self, n_obs: int) -> slice:
         """The observations this rank reads in the next epoch (contiguous mode), or that all ranks
         read together (global mode)."""
@@ -292,5 +629,5 @@ class DistributedSampler(_Sampler):
         return (
             f"DistributedSampler(rank={self.rank}, world_size={self.world_size}, mode={self.mode!r}, "
             f"remainder={self.remainder!r}, enforce_equal_batches={self.enforce_equal_batches}, "
-            f"batch_size={self.batch_size}, mask={self.mask})"
+            f"sampler={self._wrapped!r})"
         )

@@ -3,11 +3,14 @@
 // translates types and nothing else; every rule, check and number comes from the C++ library.
 // The public names live in the plain Python modules beside it (chunksampler/_samplers.py).
 
+#include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/epoch.hpp>
 #include <chunksampler/errors.hpp>
+#include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/random_sampler.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/worker_info.hpp>
@@ -16,6 +19,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -23,22 +28,38 @@
 #include <exception>
 #include <iterator>
 #include <memory>
-#include <type_traits>
 #include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace nb = nanobind;
 namespace cs = chunksampler;
 
 namespace {
 
-using Range = cs::Epoch<cs::ChunkPlan>;
-using AnySampler = std::variant<cs::RandomSampler, cs::SequentialSampler, cs::DistributedSampler<cs::RandomSampler>,
-                                cs::DistributedSampler<cs::SequentialSampler>>;
-// Whether `S` is one of the plain samplers, not a DistributedSampler of one.
+using AnySampler =
+    std::variant<cs::RandomSampler, cs::SequentialSampler, cs::ClassSampler, cs::MixtureSampler,
+                 cs::DistributedSampler<cs::RandomSampler>, cs::DistributedSampler<cs::SequentialSampler>,
+                 cs::DistributedSampler<cs::ClassSampler>, cs::DistributedSampler<cs::MixtureSampler>>;
+
+// Whether `S` is a DistributedSampler of one of the plain samplers.
 template <class S>
-constexpr bool is_plain = std::is_same_v<S, cs::RandomSampler> || std::is_same_v<S, cs::SequentialSampler>;
+constexpr bool is_distributed = false;
+template <class S>
+constexpr bool is_distributed<cs::DistributedSampler<S>> = true;
+
+// The plain sampler `s` is, or wraps.
+template <class S>
+const auto& plain_of(const S& s) {
+  if constexpr (is_distributed<S>)
+    return s.sampler();
+  else
+    return s;
+}
 
 // A mask as Python spells it: (start, stop), stop None for slice(start, None).
 using PyMask = std::pair<std::int64_t, std::optional<std::int64_t>>;
@@ -55,68 +76,194 @@ std::optional<PyMask> py_mask(const std::optional<cs::Slice>& mask) {
   return PyMask{mask->start, mask->open_ended() ? std::nullopt : std::optional<std::int64_t>(mask->stop)};
 }
 
-// One epoch's requests as a Python iterator of annbatch LoadRequest dicts. The C++ range reuses
-// its buffers from request to request, so each request's positions are copied once (one memcpy)
-// into an array Python owns, and the splits are numpy views into it.
-class Requests {
+// Where a sampler stands in its epoch, for `state()` without an argument: the batches yielded
+// so far by the last sample()'s iterator, counted from the epoch's start. The iterator and the
+// sampler share it; a new sample(), set_epoch() or restore() starts a new one.
+struct Progress {
+  enum class Since { start, restore, sample };
+  Since since = Since::start;
+  std::int64_t batches_done = 0;
+};
+
+// One epoch's requests behind one type, whatever plan the sampler makes.
+class Source {
  public:
-  explicit Requests(Range range) : range_(std::make_unique<Range>(std::move(range))) {}
+  Source() = default;
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+  virtual ~Source() = default;
+  // The next request, or nullptr after the last; the request stays valid until the next call.
+  // Called without the GIL.
+  virtual const cs::LoadRequest* advance() = 0;
+  [[nodiscard]] virtual std::int64_t n_batches() const noexcept = 0;
+};
 
-  [[nodiscard]] std::int64_t n_batches() const noexcept { return range_->n_batches(); }
+template <class Range>
+class EpochSource final : public Source {
+ public:
+  explicit EpochSource(Range range) : range_(std::move(range)) {}
 
-  nb::dict next() {
-    // Another thread may call next() while this one runs without the GIL: refuse, as a
-    // Python generator does, instead of racing on the range's buffers.
+  const cs::LoadRequest* advance() override {
+    if (!it_) it_ = range_.begin();
+    else ++*it_;
+    return *it_ == std::default_sentinel ? nullptr : &**it_;
+  }
+  [[nodiscard]] std::int64_t n_batches() const noexcept override { return range_.n_batches(); }
+
+ private:
+  Range range_;  // never moved once iterated: the source lives on the heap
+  std::optional<typename Range::iterator> it_;
+};
+
+// What both Python iterators share: the epoch, whether another thread is inside it, where it
+// stands. Another thread may call next() while one runs without the GIL: that call is refused,
+// as a Python generator refuses it, instead of racing on the epoch's buffers.
+class EpochIterator {
+ public:
+  EpochIterator(std::shared_ptr<Source> source, std::shared_ptr<Progress> progress)
+      : source_(std::move(source)), progress_(std::move(progress)) {}
+
+  [[nodiscard]] std::int64_t n_batches() const noexcept { return source_->n_batches(); }
+
+ protected:
+  // The next request, or nullptr (and StopIteration raised by the caller) at the end. `copy`
+  // runs without the GIL too, on the request just produced.
+  template <class F>
+  const cs::LoadRequest* step(F&& copy) {
     if (busy_) throw nb::value_error("chunksampler: this sample() iterator is already executing");
-    if (done_) throw nb::stop_iteration();
+    if (done_) return nullptr;
     busy_ = true;
-    std::unique_ptr<std::int64_t[]> positions;
-    std::size_t count = 0;
+    const cs::LoadRequest* request = nullptr;
     try {
       nb::gil_scoped_release release;
-      if (!it_) it_ = range_->begin();
-      else ++*it_;
-      if (*it_ != std::default_sentinel) {
-        const std::span<const std::int64_t> from = (**it_).splits.positions();
-        count = from.size();
-        positions.reset(new std::int64_t[count == 0 ? 1 : count]);
-        if (count != 0) std::memcpy(positions.get(), from.data(), count * sizeof(std::int64_t));
-      }
+      request = source_->advance();
+      if (request) copy(*request);
     } catch (...) {
       busy_ = false;
       throw;
     }
     busy_ = false;
-    if (*it_ == std::default_sentinel) {
+    if (!request) {
       done_ = true;
-      throw nb::stop_iteration();
+      return nullptr;
     }
-    const cs::LoadRequest& request = **it_;
+    progress_->batches_done += static_cast<std::int64_t>(request->splits.size());
+    return request;
+  }
+
+ private:
+  std::shared_ptr<Source> source_;
+  std::shared_ptr<Progress> progress_;
+  bool busy_ = false;
+  bool done_ = false;
+};
+
+// annbatch's LoadRequest dicts. The epoch reuses its buffers from request to request, so each
+// request's positions are copied once (one memcpy) into an array Python owns, and the splits
+// are numpy views into it.
+class Requests : public EpochIterator {
+ public:
+  using EpochIterator::EpochIterator;
+
+  nb::dict next() {
+    std::unique_ptr<std::int64_t[]> positions;
+    std::size_t count = 0;
+    const cs::LoadRequest* request = step([&](const cs::LoadRequest& r) {
+      const std::span<const std::int64_t> from = r.splits.positions();
+      count = from.size();
+      positions.reset(new std::int64_t[count == 0 ? 1 : count]);
+      if (count != 0) std::memcpy(positions.get(), from.data(), count * sizeof(std::int64_t));
+    });
+    if (!request) throw nb::stop_iteration();
 
     nb::list requests;
-    for (const cs::Slice& chunk : request.chunks) requests.append(nb::slice(chunk.start, chunk.stop));
+    for (const cs::Slice& chunk : request->chunks) requests.append(nb::slice(chunk.start, chunk.stop));
 
     std::int64_t* data = positions.release();
     nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
     nb::object all = nb::cast(nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(data, {count}, owner));
     nb::list splits;
-    const std::int64_t* base = request.splits.positions().data();
-    for (const std::span<const std::int64_t> batch : request.splits) {
-      const std::int64_t begin = batch.data() - base;
-      splits.append(all[nb::slice(begin, begin + static_cast<std::int64_t>(batch.size()))]);
-    }
+    const auto batch = static_cast<std::int64_t>(request->splits.batch_size());
+    const auto total = static_cast<std::int64_t>(count);
+    for (std::int64_t begin = 0; begin < total; begin += batch)
+      splits.append(all[nb::slice(begin, begin + batch < total ? begin + batch : total)]);
 
     nb::dict result;
     result["requests"] = std::move(requests);
     result["splits"] = std::move(splits);
     return result;
   }
+};
+
+using Int64View = nb::ndarray<nb::numpy, const std::int64_t, nb::ndim<1>>;
+
+// The fast path: each request as four read-only int64 arrays that view the epoch's own buffers
+// (chunk starts, chunk stops, positions, and batch offsets into positions), valid until the next
+// request, so no Python object is made per chunk or per batch and nothing is copied. The arrays
+// keep the buffers alive through a capsule that shares them, not through the iterator, so the
+// iterator's cache of arrays makes no reference cycle.
+class RequestArrays : public EpochIterator {
+ public:
+  RequestArrays(std::unique_ptr<Source> source, std::shared_ptr<Progress> progress)
+      : RequestArrays(std::shared_ptr<Source>(std::move(source)), std::move(progress)) {}
+
+  nb::tuple next() {
+    const cs::LoadRequest* request = step([&](const cs::LoadRequest& r) {
+      std::vector<std::int64_t>& offsets = buffers_->offsets;
+      const std::size_t n = r.splits.size();
+      offsets.resize(n + 1);
+      const auto batch = static_cast<std::int64_t>(r.splits.batch_size());
+      for (std::size_t b = 0; b < n; ++b) offsets[b] = static_cast<std::int64_t>(b) * batch;
+      offsets[n] = static_cast<std::int64_t>(r.splits.positions().size());
+    });
+    if (!request) throw nb::stop_iteration();
+    const std::span<const cs::Slice> chunks = request->chunks;
+    const std::span<const std::int64_t> positions = request->splits.positions();
+    const std::vector<std::int64_t>& offsets = buffers_->offsets;
+    static_assert(sizeof(cs::Slice) == 2 * sizeof(std::int64_t), "starts and stops are strided views of the chunks");
+    const std::int64_t* first = chunks.empty() ? nullptr : &chunks.front().start;
+    return nb::borrow<nb::tuple>(request_arrays_(starts_.view(owner_, first, chunks.size(), 2),
+                                                 stops_.view(owner_, first == nullptr ? nullptr : first + 1, chunks.size(), 2),
+                                                 positions_.view(owner_, positions.data(), positions.size(), 1),
+                                                 batches_.view(owner_, offsets.data(), offsets.size(), 1)));
+  }
 
  private:
-  std::unique_ptr<Range> range_;  // on the heap: its iterator points at it
-  std::optional<Range::iterator> it_;
-  bool busy_ = false;
-  bool done_ = false;
+  struct Buffers {
+    std::shared_ptr<Source> source;     // the epoch's chunks and positions
+    std::vector<std::int64_t> offsets;  // the current request's batch offsets
+  };
+
+  RequestArrays(std::shared_ptr<Source> source, std::shared_ptr<Progress> progress)
+      : EpochIterator(source, std::move(progress)),
+        buffers_(std::make_shared<Buffers>(Buffers{.source = std::move(source), .offsets = {}})),
+        owner_(new std::shared_ptr<Buffers>(buffers_),
+               [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffers>*>(p); }),
+        request_arrays_(nb::module_::import_("chunksampler._types").attr("RequestArrays")) {}
+
+  // One array, made again only when the memory it views moves or changes length.
+  class CachedView {
+   public:
+    nb::object view(nb::handle owner, const std::int64_t* data, std::size_t size, std::int64_t stride) {
+      if (!array_.is_valid() || data != data_ || size != size_) {
+        static const std::int64_t empty = 0;
+        array_ = nb::cast(Int64View(data == nullptr ? &empty : data, {size}, owner, {stride}));
+        data_ = data;
+        size_ = size;
+      }
+      return array_;
+    }
+
+   private:
+    nb::object array_;
+    const std::int64_t* data_ = nullptr;
+    std::size_t size_ = 0;
+  };
+
+  std::shared_ptr<Buffers> buffers_;
+  nb::capsule owner_;
+  nb::object request_arrays_;  // the NamedTuple chunksampler.RequestArrays
+  CachedView starts_, stops_, positions_, batches_;
 };
 
 // Any of the bound samplers behind one Python type; each method forwards to the C++ one.
@@ -125,56 +272,85 @@ class Sampler {
   explicit Sampler(AnySampler sampler) : sampler_(std::move(sampler)) {}
 
   [[nodiscard]] const AnySampler& get() const noexcept { return sampler_; }
+  [[nodiscard]] AnySampler& get() noexcept { return sampler_; }
 
-  Requests sample(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) {
-    return std::visit([&](auto& s) { return Requests(s.sample(n_obs, worker_of(worker, num_workers))); }, sampler_);
+  template <class Iterator>
+  Iterator sample(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) {
+    return std::visit(
+        [&](auto& s) {
+          const cs::WorkerInfo info = worker_of(worker, num_workers);
+          // Counted from the epoch's start: a pending restore's batches are already behind us.
+          const std::int64_t whole = s.n_batches(n_obs, info);
+          auto range = s.sample(n_obs, info);
+          progress_ = std::make_shared<Progress>(
+              Progress{.since = Progress::Since::sample, .batches_done = whole - range.n_batches()});
+          std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
+          return Iterator(std::move(source), progress_);
+        },
+        sampler_);
   }
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
     return std::visit([&](const auto& s) { return s.n_batches(n_obs, worker_of(worker, num_workers)); }, sampler_);
+  }
+  [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
+    return std::visit([&](const auto& s) { return s.n_batches_left(n_obs, worker_of(worker, num_workers)); },
+                      sampler_);
   }
   void validate(std::int64_t n_obs) const {
     std::visit([&](const auto& s) { s.validate(n_obs); }, sampler_);
   }
   void set_epoch(std::uint64_t epoch) {
     std::visit([&](auto& s) { s.set_epoch(epoch); }, sampler_);
+    progress_ = std::make_shared<Progress>();
   }
   [[nodiscard]] std::uint64_t epoch() const {
     return std::visit([](const auto& s) { return s.epoch(); }, sampler_);
   }
-  [[nodiscard]] std::int64_t batch_size() const {
-    return std::visit([](const auto& s) { return s.batch_size(); }, sampler_);
+
+  // The state after `batches_done` batches of the current epoch; by default after the batches
+  // the last sample()'s iterator has yielded.
+  [[nodiscard]] std::string state(std::optional<std::int64_t> batches_done) const {
+    const std::int64_t done = batches_done.value_or(progress_->batches_done);
+    return std::visit([&](const auto& s) { return s.state(done).to_string(); }, sampler_);
   }
-  [[nodiscard]] std::int64_t chunk_size() const {
-    return std::visit([](const auto& s) { return s.chunk_size(); }, sampler_);
+  void restore(const std::string& text) {
+    const cs::SamplerState state = cs::SamplerState::parse(text);
+    std::visit([&](auto& s) { s.restore(state); }, sampler_);
+    progress_ = std::make_shared<Progress>(
+        Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
   }
-  [[nodiscard]] std::int64_t preload_nchunks() const {
-    return std::visit([](const auto& s) { return s.preload_nchunks(); }, sampler_);
-  }
-  [[nodiscard]] bool shuffle() const {
-    return std::visit([](const auto& s) { return s.shuffle(); }, sampler_);
-  }
-  [[nodiscard]] std::optional<PyMask> mask() const {
-    return std::visit([](const auto& s) { return py_mask(s.mask()); }, sampler_);
-  }
-  [[nodiscard]] std::uint64_t seed() const {
-    return std::visit([](const auto& s) { return s.rng().seed(); }, sampler_);
+  // "start" (no sample() since construction, set_epoch or restore), "restore" or "sample".
+  [[nodiscard]] const char* since() const noexcept {
+    switch (progress_->since) {
+      case Progress::Since::start: return "start";
+      case Progress::Since::restore: return "restore";
+      case Progress::Since::sample: return "sample";
+    }
+    return "start";
   }
 
  private:
   AnySampler sampler_;
+  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
 };
 
-// The distributed sampler's extra members, for the two samplers it may wrap.
+// `f` applied to the plain sampler (or the one a DistributedSampler wraps).
+template <class F>
+auto visit_plain(const Sampler& sampler, F&& f) {
+  return std::visit([&](const auto& s) { return f(plain_of(s)); }, sampler.get());
+}
+
+// The distributed sampler's extra members, for the samplers it may wrap.
 template <class F>
 auto visit_distributed(const Sampler& sampler, F&& f) {
   using R = decltype(f(std::declval<const cs::DistributedSampler<cs::RandomSampler>&>()));
   return std::visit(
       [&](const auto& s) -> R {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (is_plain<S>)
-          throw nb::type_error("chunksampler: not a DistributedSampler");
-        else
+        if constexpr (is_distributed<S>)
           return f(s);
+        else
+          throw nb::type_error("chunksampler: not a DistributedSampler");
       },
       sampler.get());
 }
@@ -202,6 +378,44 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
+// A ClassSampler over codes of one integer type, scanned without the GIL.
+template <class Code>
+Sampler class_sampler(const nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>& codes,
+                      const cs::ClassOptions& options) {
+  const std::span<const Code> view(codes.data(), codes.shape(0));
+  nb::gil_scoped_release release;
+  return Sampler(cs::ClassSampler(view, options));
+}
+
+template <class Code>
+void def_class_sampler(nb::module_& m) {
+  m.def(
+      "class_sampler",
+      [](const nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>& codes, std::int64_t chunk_size,
+         std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask,
+         std::uint64_t seed, std::int64_t num_samples, std::vector<double> class_weights) {
+        return class_sampler<Code>(codes, {.chunk_size = chunk_size,
+                                           .preload_nchunks = preload_nchunks,
+                                           .batch_size = batch_size,
+                                           .drop_last = drop_last,
+                                           .mask = slice_of(mask),
+                                           .seed = seed,
+                                           .num_samples = num_samples,
+                                           .class_weights = std::move(class_weights)});
+      },
+      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+      nb::arg("drop_last"), nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
+      "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).");
+}
+
+template <class Iterator>
+void def_iterator(nb::module_& m, const char* name, const char* doc) {
+  nb::class_<Iterator>(m, name, doc)
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &Iterator::next)
+      .def_prop_ro("n_batches", &Iterator::n_batches, "Batches the iterator yields in all.");
+}
+
 }  // namespace
 
 NB_MODULE(_chunksampler, m) {
@@ -217,37 +431,39 @@ NB_MODULE(_chunksampler, m) {
       .value("pad", cs::Remainder::pad, "nothing left out: a few rows repeat")
       .value("rotate", cs::Remainder::rotate, "left out from the tail in even epochs, the head in odd ones");
 
-  nb::class_<Requests>(m, "Requests", "One epoch's load requests: an iterator of LoadRequest dicts.")
-      .def("__iter__", [](nb::handle self) { return self; })
-      .def("__next__", &Requests::next)
-      .def_prop_ro("n_batches", &Requests::n_batches, "Batches the iterator yields in all.");
+  def_iterator<Requests>(m, "Requests", "One epoch's load requests: an iterator of LoadRequest dicts.");
+  def_iterator<RequestArrays>(m, "RequestArrays",
+                              "One epoch's load requests as (starts, stops, positions, offsets) int64 arrays "
+                              "viewing the epoch's buffers, valid until the next request.");
 
-  nb::class_<Sampler>(m, "Sampler", "A C++ sampler: RandomSampler, SequentialSampler or a DistributedSampler of one.")
-      .def("sample", &Sampler::sample, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
+  nb::class_<Sampler>(m, "Sampler", "A C++ sampler, plain or distributed.")
+      .def("sample", &Sampler::sample<Requests>, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
            "The requests of the next epoch (worker `worker` of `num_workers`'s share); moves to the epoch after.")
+      .def("sample_arrays", &Sampler::sample<RequestArrays>, nb::arg("n_obs"), nb::arg("worker"),
+           nb::arg("num_workers"), "As sample(), each request as arrays.")
       .def("n_batches", &Sampler::n_batches, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
-           "Batches one epoch over `n_obs` observations yields.")
+           "Batches one epoch over `n_obs` observations yields, counted from its start.")
+      .def("n_batches_left", &Sampler::n_batches_left, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
+           "Batches the next sample() yields: n_batches less a pending restore's batches_done.")
       .def("validate", &Sampler::validate, nb::arg("n_obs"), "Raises ConfigError if an epoch cannot be served.")
       .def("set_epoch", &Sampler::set_epoch, nb::arg("epoch"), "Pins the next sample() to `epoch`.")
+      .def("state", &Sampler::state, nb::arg("batches_done").none(),
+           "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
+      .def("restore", &Sampler::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
+      .def_prop_ro("since", &Sampler::since, "'start', 'restore' or 'sample': what last moved the epoch.")
       .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
-      .def_prop_ro("batch_size", &Sampler::batch_size)
-      .def_prop_ro("chunk_size", &Sampler::chunk_size)
-      .def_prop_ro("preload_nchunks", &Sampler::preload_nchunks)
-      .def_prop_ro("shuffle", &Sampler::shuffle)
-      .def_prop_ro("mask", &Sampler::mask, "(start, stop or None), or None for all of [0, n_obs).")
-      .def_prop_ro("seed", &Sampler::seed, "The seed every random choice descends from.")
-      .def_prop_ro("drop_last",
-                   [](const Sampler& s) {
-                     return std::visit(
-                         [](const auto& x) {
-                           using S = std::decay_t<decltype(x)>;
-                           if constexpr (is_plain<S>)
-                             return x.drop_last();
-                           else
-                             return x.sampler().drop_last();
-                         },
-                         s.get());
-                   })
+      .def_prop_ro("batch_size", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
+      .def_prop_ro("chunk_size", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.chunk_size(); }); })
+      .def_prop_ro("preload_nchunks",
+                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.preload_nchunks(); }); })
+      .def_prop_ro("drop_last", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.drop_last(); }); })
+      .def_prop_ro("shuffle", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.shuffle(); }); })
+      .def_prop_ro(
+          "mask", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return py_mask(p.mask()); }); },
+          "(start, stop or None), or None for all of [0, n_obs).")
+      .def_prop_ro(
+          "seed", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.rng().seed(); }); },
+          "The seed every random choice descends from.")
       .def_prop_ro("rank", [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.rank(); }); })
       .def_prop_ro("world_size",
                    [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.world_size(); }); })
@@ -257,7 +473,38 @@ NB_MODULE(_chunksampler, m) {
             return visit_distributed(s, [&](const auto& d) { return py_mask(d.shard(n_obs)); });
           },
           nb::arg("n_obs"),
-          "The observations this rank reads in the next epoch (contiguous mode), or all ranks together (global).");
+          "The observations this rank reads in the next epoch (contiguous mode), or all ranks together (global).")
+      .def(
+          "update_weights",
+          [](Sampler& s, std::vector<double> weights, std::optional<double> temperature) {
+            std::visit(
+                [&](auto& x) {
+                  using S = std::decay_t<decltype(x)>;
+                  if constexpr (std::is_same_v<S, cs::MixtureSampler> ||
+                                std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>) {
+                    if (temperature)
+                      x.update_weights(std::move(weights), *temperature);
+                    else
+                      x.update_weights(std::move(weights));
+                  } else {
+                    throw nb::type_error("chunksampler: update_weights is a MixtureSampler's");
+                  }
+                },
+                s.get());
+          },
+          nb::arg("weights"), nb::arg("temperature").none(), "A MixtureSampler's new weights (and temperature).")
+      .def_prop_ro("mixture",
+                   [](const Sampler& s) {
+                     return visit_plain(s, [](const auto& p) {
+                       using P = std::decay_t<decltype(p)>;
+                       if constexpr (std::is_same_v<P, cs::MixtureSampler>)
+                         return std::make_pair(p.weights(), p.temperature());
+                       else
+                         throw nb::type_error("chunksampler: not a MixtureSampler");
+                       return std::make_pair(std::vector<double>{}, 0.0);
+                     });
+                   },
+                   "A MixtureSampler's (weights, temperature).");
 
   m.def(
       "random_sampler",
@@ -287,6 +534,27 @@ NB_MODULE(_chunksampler, m) {
       },
       nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
       nb::arg("mask").none(), "A C++ SequentialSampler.");
+  def_class_sampler<std::int8_t>(m);
+  def_class_sampler<std::int16_t>(m);
+  def_class_sampler<std::int32_t>(m);
+  def_class_sampler<std::int64_t>(m);
+  m.def(
+      "mixture_sampler",
+      [](std::vector<std::int64_t> sizes, std::int64_t chunk_size, std::int64_t preload_nchunks,
+         std::int64_t batch_size, bool drop_last, std::uint64_t seed, std::optional<std::int64_t> num_samples,
+         std::vector<double> weights, double temperature) {
+        return Sampler(cs::MixtureSampler(std::move(sizes), {.chunk_size = chunk_size,
+                                                             .preload_nchunks = preload_nchunks,
+                                                             .batch_size = batch_size,
+                                                             .drop_last = drop_last,
+                                                             .seed = seed,
+                                                             .num_samples = num_samples,
+                                                             .weights = std::move(weights),
+                                                             .temperature = temperature}));
+      },
+      nb::arg("sizes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+      nb::arg("drop_last"), nb::arg("seed"), nb::arg("num_samples").none(), nb::arg("weights"),
+      nb::arg("temperature"), "A C++ MixtureSampler over datasets laid end to end.");
   m.def(
       "distributed_sampler",
       [](const Sampler& sampler, std::int64_t rank, std::int64_t world_size, bool enforce_equal_batches,
@@ -297,10 +565,10 @@ NB_MODULE(_chunksampler, m) {
         return std::visit(
             [&](const auto& s) -> Sampler {
               using S = std::decay_t<decltype(s)>;
-              if constexpr (is_plain<S>)
-                return Sampler(cs::DistributedSampler<S>(s, info, options));
-              else
+              if constexpr (is_distributed<S>)
                 throw nb::type_error("chunksampler: a DistributedSampler cannot wrap another DistributedSampler");
+              else
+                return Sampler(cs::DistributedSampler<S>(s, info, options));
             },
             sampler.get());
       },
