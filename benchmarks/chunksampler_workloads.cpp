@@ -51,14 +51,16 @@ Workload workload(std::string name, Make make) {
       .name = std::move(name),
       .max_epoch_n = max_walked_n,
       .max_n = cs::detail::max_size,
-      .epoch = [make](std::int64_t n) {
-        auto sampler = make();
-        return consume_epoch(sampler, n);
-      },
-      .first_batch = [make](std::int64_t n) {
-        auto sampler = make();
-        consume_first_batch(sampler, n);
-      },
+      .epoch =
+          [make](std::int64_t n) {
+            auto sampler = make();
+            return consume_epoch(sampler, n);
+          },
+      .first_batch =
+          [make](std::int64_t n) {
+            auto sampler = make();
+            consume_first_batch(sampler, n);
+          },
       .restore = [make](std::int64_t n) -> std::function<void()> {
         auto sampler = make();
         { auto played = sampler.sample(n); }  // the epoch the state describes is the one last played
@@ -95,31 +97,32 @@ Workload floor_workload() {
       .name = "shuffle floor",
       .max_epoch_n = max_walked_n,
       .max_n = max_walked_n,
-      .epoch = [](std::int64_t n) {
-        const std::int64_t positions = rank_positions(n);
-        std::vector<std::int64_t> buffer(static_cast<std::size_t>(request_size));
-        pcg32 engine(seed);
-        std::int64_t sum = 0;
-        for (std::int64_t done = 0; done < positions; done += request_size) {
-          const auto size = static_cast<std::size_t>(std::min(request_size, positions - done));
-          std::iota(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(size), std::int64_t{0});
-          for (std::size_t i = size - 1; i > 0; --i) {
-            // Lemire's nearly divisionless draw from [0, i]
-            const auto bound = static_cast<std::uint32_t>(i + 1);
-            std::uint64_t m = std::uint64_t{engine()} * bound;
-            if (static_cast<std::uint32_t>(m) < bound) {
-              const std::uint32_t threshold = static_cast<std::uint32_t>(-bound) % bound;
-              while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t{engine()} * bound;
+      .epoch =
+          [](std::int64_t n) {
+            const std::int64_t positions = rank_positions(n);
+            std::vector<std::int64_t> buffer(static_cast<std::size_t>(request_size));
+            pcg32 engine(seed);
+            std::int64_t sum = 0;
+            for (std::int64_t done = 0; done < positions; done += request_size) {
+              const auto size = static_cast<std::size_t>(std::min(request_size, positions - done));
+              std::iota(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(size), std::int64_t{0});
+              for (std::size_t i = size - 1; i > 0; --i) {
+                // Lemire's nearly divisionless draw from [0, i]
+                const auto bound = static_cast<std::uint32_t>(i + 1);
+                std::uint64_t m = std::uint64_t{engine()} * bound;
+                if (static_cast<std::uint32_t>(m) < bound) {
+                  const std::uint32_t threshold = static_cast<std::uint32_t>(-bound) % bound;
+                  while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t{engine()} * bound;
+                }
+                std::swap(buffer[i], buffer[static_cast<std::size_t>(m >> 32U)]);
+              }
+              for (std::size_t batch = 0; batch < size; batch += static_cast<std::size_t>(batch_size))
+                for (std::size_t i = batch; i < std::min(size, batch + static_cast<std::size_t>(batch_size)); ++i)
+                  sum += buffer[i];
             }
-            std::swap(buffer[i], buffer[static_cast<std::size_t>(m >> 32U)]);
-          }
-          for (std::size_t batch = 0; batch < size; batch += static_cast<std::size_t>(batch_size))
-            for (std::size_t i = batch; i < std::min(size, batch + static_cast<std::size_t>(batch_size)); ++i)
-              sum += buffer[i];
-        }
-        benchmark::DoNotOptimize(sum);
-        return positions;
-      },
+            benchmark::DoNotOptimize(sum);
+            return positions;
+          },
       .first_batch = {},
       .restore = {},
   };

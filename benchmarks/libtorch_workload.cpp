@@ -44,14 +44,16 @@ Workload libtorch_workload() {
       // It materializes a permutation of all N indices: 8 GB at 10^9, 8 TB at 10^12.
       .max_epoch_n = 1'000'000'000,
       .max_n = 1'000'000'000,
-      .epoch = [](std::int64_t n) {
-        auto sampler = rank0(n);  // the constructor draws the epoch's permutation, as reset() does
-        return consume(sampler, INT64_MAX);
-      },
-      .first_batch = [](std::int64_t n) {
-        auto sampler = rank0(n);
-        consume(sampler, 1);
-      },
+      .epoch =
+          [](std::int64_t n) {
+            auto sampler = rank0(n);  // the constructor draws the epoch's permutation, as reset() does
+            return consume(sampler, INT64_MAX);
+          },
+      .first_batch =
+          [](std::int64_t n) {
+            auto sampler = rank0(n);
+            consume(sampler, 1);
+          },
       .restore = [](std::int64_t n) -> std::function<void()> {
         auto sampler = rank0(n);
         consume(sampler, rank_positions(n) / batch_size / 2);

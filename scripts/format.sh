@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Formats our C++ sources (every .hpp/.cpp under include/, tests/, examples/ and bench/ that git
-# tracks or would track, so never build/ or the fuzz corpus) with the root .clang-format.
+# Formats our C++ sources (every .hpp/.cpp under include/, tests/, examples/, benchmarks/ and
+# python/src/ that git tracks or would track, so never build/ or the fuzz corpus) with the root .clang-format.
 #   scripts/format.sh            # rewrites the files in place
 #   scripts/format.sh --check    # changes nothing; prints each misformatted line, fails if any
 # Pinned to clang-format 19 (Debian's clang-format-19): each version lays some code out differently,
@@ -21,7 +21,7 @@ ensure_packages clang-format-19
 cd "$root"
 # Tracked files and new ones not yet added (never ignored ones), that still exist.
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-  'include/*.hpp' 'tests/*.hpp' 'tests/*.cpp' 'examples/*.hpp' 'examples/*.cpp' 'bench/*.hpp' 'bench/*.cpp' |
+  'include/*.hpp' 'tests/*.hpp' 'tests/*.cpp' 'examples/*.hpp' 'examples/*.cpp' 'benchmarks/*.hpp' 'benchmarks/*.cpp' 'python/src/*.cpp' |
   sort -u | while read -r file; do [ -f "$file" ] && echo "$file"; done)
 [ ${#files[@]} -gt 0 ] || { echo "no sources found under $root" >&2; exit 1; }
 clang-format-19 --style=file "${mode[@]}" "${files[@]}"

@@ -55,10 +55,8 @@ constexpr bool is_distributed<cs::DistributedSampler<S>> = true;
 // The plain sampler `s` is, or wraps.
 template <class S>
 const auto& plain_of(const S& s) {
-  if constexpr (is_distributed<S>)
-    return s.sampler();
-  else
-    return s;
+  if constexpr (is_distributed<S>) return s.sampler();
+  else return s;
 }
 
 // A mask as Python spells it: (start, stop), stop None for slice(start, None).
@@ -222,10 +220,11 @@ class RequestArrays : public EpochIterator {
     const std::vector<std::int64_t>& offsets = buffers_->offsets;
     static_assert(sizeof(cs::Slice) == 2 * sizeof(std::int64_t), "starts and stops are strided views of the chunks");
     const std::int64_t* first = chunks.empty() ? nullptr : &chunks.front().start;
-    return nb::borrow<nb::tuple>(request_arrays_(starts_.view(owner_, first, chunks.size(), 2),
-                                                 stops_.view(owner_, first == nullptr ? nullptr : first + 1, chunks.size(), 2),
-                                                 positions_.view(owner_, positions.data(), positions.size(), 1),
-                                                 batches_.view(owner_, offsets.data(), offsets.size(), 1)));
+    return nb::borrow<nb::tuple>(
+        request_arrays_(starts_.view(owner_, first, chunks.size(), 2),
+                        stops_.view(owner_, first == nullptr ? nullptr : first + 1, chunks.size(), 2),
+                        positions_.view(owner_, positions.data(), positions.size(), 1),
+                        batches_.view(owner_, offsets.data(), offsets.size(), 1)));
   }
 
  private:
@@ -293,8 +292,7 @@ class Sampler {
     return std::visit([&](const auto& s) { return s.n_batches(n_obs, worker_of(worker, num_workers)); }, sampler_);
   }
   [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
-    return std::visit([&](const auto& s) { return s.n_batches_left(n_obs, worker_of(worker, num_workers)); },
-                      sampler_);
+    return std::visit([&](const auto& s) { return s.n_batches_left(n_obs, worker_of(worker, num_workers)); }, sampler_);
   }
   void validate(std::int64_t n_obs) const {
     std::visit([&](const auto& s) { s.validate(n_obs); }, sampler_);
@@ -316,8 +314,8 @@ class Sampler {
   void restore(const std::string& text) {
     const cs::SamplerState state = cs::SamplerState::parse(text);
     std::visit([&](auto& s) { s.restore(state); }, sampler_);
-    progress_ = std::make_shared<Progress>(
-        Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
+    progress_ =
+        std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
   }
   // "start" (no sample() since construction, set_epoch or restore), "restore" or "sample".
   [[nodiscard]] const char* since() const noexcept {
@@ -347,10 +345,8 @@ auto visit_distributed(const Sampler& sampler, F&& f) {
   return std::visit(
       [&](const auto& s) -> R {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (is_distributed<S>)
-          return f(s);
-        else
-          throw nb::type_error("chunksampler: not a DistributedSampler");
+        if constexpr (is_distributed<S>) return f(s);
+        else throw nb::type_error("chunksampler: not a DistributedSampler");
       },
       sampler.get());
 }
@@ -403,8 +399,8 @@ void def_class_sampler(nb::module_& m) {
                                            .num_samples = num_samples,
                                            .class_weights = std::move(class_weights)});
       },
-      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
-      nb::arg("drop_last"), nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
+      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
+      nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
       "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).");
 }
 
@@ -452,19 +448,24 @@ NB_MODULE(_chunksampler, m) {
       .def("restore", &Sampler::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
       .def_prop_ro("since", &Sampler::since, "'start', 'restore' or 'sample': what last moved the epoch.")
       .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
-      .def_prop_ro("batch_size", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
-      .def_prop_ro("chunk_size", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.chunk_size(); }); })
+      .def_prop_ro("batch_size",
+                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
+      .def_prop_ro("chunk_size",
+                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.chunk_size(); }); })
       .def_prop_ro("preload_nchunks",
                    [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.preload_nchunks(); }); })
-      .def_prop_ro("drop_last", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.drop_last(); }); })
-      .def_prop_ro("shuffle", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.shuffle(); }); })
+      .def_prop_ro("drop_last",
+                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.drop_last(); }); })
+      .def_prop_ro("shuffle",
+                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.shuffle(); }); })
       .def_prop_ro(
           "mask", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return py_mask(p.mask()); }); },
           "(start, stop or None), or None for all of [0, n_obs).")
       .def_prop_ro(
           "seed", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.rng().seed(); }); },
           "The seed every random choice descends from.")
-      .def_prop_ro("rank", [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.rank(); }); })
+      .def_prop_ro("rank",
+                   [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.rank(); }); })
       .def_prop_ro("world_size",
                    [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.world_size(); }); })
       .def(
@@ -482,10 +483,8 @@ NB_MODULE(_chunksampler, m) {
                   using S = std::decay_t<decltype(x)>;
                   if constexpr (std::is_same_v<S, cs::MixtureSampler> ||
                                 std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>) {
-                    if (temperature)
-                      x.update_weights(std::move(weights), *temperature);
-                    else
-                      x.update_weights(std::move(weights));
+                    if (temperature) x.update_weights(std::move(weights), *temperature);
+                    else x.update_weights(std::move(weights));
                   } else {
                     throw nb::type_error("chunksampler: update_weights is a MixtureSampler's");
                   }
@@ -493,18 +492,17 @@ NB_MODULE(_chunksampler, m) {
                 s.get());
           },
           nb::arg("weights"), nb::arg("temperature").none(), "A MixtureSampler's new weights (and temperature).")
-      .def_prop_ro("mixture",
-                   [](const Sampler& s) {
-                     return visit_plain(s, [](const auto& p) {
-                       using P = std::decay_t<decltype(p)>;
-                       if constexpr (std::is_same_v<P, cs::MixtureSampler>)
-                         return std::make_pair(p.weights(), p.temperature());
-                       else
-                         throw nb::type_error("chunksampler: not a MixtureSampler");
-                       return std::make_pair(std::vector<double>{}, 0.0);
-                     });
-                   },
-                   "A MixtureSampler's (weights, temperature).");
+      .def_prop_ro(
+          "mixture",
+          [](const Sampler& s) {
+            return visit_plain(s, [](const auto& p) {
+              using P = std::decay_t<decltype(p)>;
+              if constexpr (std::is_same_v<P, cs::MixtureSampler>) return std::make_pair(p.weights(), p.temperature());
+              else throw nb::type_error("chunksampler: not a MixtureSampler");
+              return std::make_pair(std::vector<double>{}, 0.0);
+            });
+          },
+          "A MixtureSampler's (weights, temperature).");
 
   m.def(
       "random_sampler",
@@ -552,23 +550,23 @@ NB_MODULE(_chunksampler, m) {
                                                              .weights = std::move(weights),
                                                              .temperature = temperature}));
       },
-      nb::arg("sizes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
-      nb::arg("drop_last"), nb::arg("seed"), nb::arg("num_samples").none(), nb::arg("weights"),
-      nb::arg("temperature"), "A C++ MixtureSampler over datasets laid end to end.");
+      nb::arg("sizes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
+      nb::arg("seed"), nb::arg("num_samples").none(), nb::arg("weights"), nb::arg("temperature"),
+      "A C++ MixtureSampler over datasets laid end to end.");
   m.def(
       "distributed_sampler",
       [](const Sampler& sampler, std::int64_t rank, std::int64_t world_size, bool enforce_equal_batches,
          cs::ShardMode mode, cs::Remainder remainder) {
         const cs::DistInfo info{.rank = rank, .world_size = world_size};
-        const cs::DistributedOptions options{
-            .enforce_equal_batches = enforce_equal_batches, .mode = mode, .remainder = remainder};
+        const cs::DistributedOptions options{.enforce_equal_batches = enforce_equal_batches,
+                                             .mode = mode,
+                                             .remainder = remainder};
         return std::visit(
             [&](const auto& s) -> Sampler {
               using S = std::decay_t<decltype(s)>;
               if constexpr (is_distributed<S>)
                 throw nb::type_error("chunksampler: a DistributedSampler cannot wrap another DistributedSampler");
-              else
-                return Sampler(cs::DistributedSampler<S>(s, info, options));
+              else return Sampler(cs::DistributedSampler<S>(s, info, options));
             },
             sampler.get());
       },
