@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 source scripts/deps.sh
 ensure_build_packages
-# Debian's Python with numpy; the build tools and pytest come from the Python package index.
-ensure_packages python3-venv python3-numpy python3-dev python3-pip
+# Debian's Python with numpy, and what the tests use beside the package: PyTorch (the
+# DataLoader and torchrun tests), pandas (ClassSampler's categoricals), h5py and AnnData (the
+# training example's .h5ad). The build tools and pytest come from the Python package index.
+ensure_packages python3-venv python3-numpy python3-dev python3-pip python3-torch python3-pandas python3-h5py \
+  python3-anndata
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
