@@ -63,8 +63,10 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
     Each iteration plays the sampler's next epoch over ``n_obs`` observations and yields each batch
     as a list of global observation indices, in the sampler's order: the batches of one load request
     come from its few contiguous chunks, so the dataset reads contiguous rows. A list of ints is
-    what DataLoader's ``batch_sampler`` contract expects; a dataset with ``__getitems__`` receives
-    it whole (``np.asarray(batch)`` makes it an array). ``sampler`` (any chunksampler sampler,
+    what DataLoader's ``batch_sampler`` contract expects, and the fastest batch for its default
+    fetch, which indexes the dataset item by item (numpy int64 scalars or 0-d tensors cost more to
+    make and to index with); a dataset with ``__getitems__`` receives the list whole
+    (``np.asarray(batch)`` makes it an array). ``sampler`` (any chunksampler sampler,
     a ``DistributedSampler`` too) is kept, not copied: move it through this object (``set_epoch``,
     ``load_state_dict``) so that ``state_dict`` knows where it stands.
 
