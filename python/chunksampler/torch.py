@@ -1,0 +1,212 @@
+"""PyTorch integration: ``BatchSampler``, a chunk sampler as a ``torch.utils.data.DataLoader``'s
+``batch_sampler``.
+
+Imported only when used (``import chunksampler.torch``); ``import chunksampler`` does not import
+torch. The rest of the PyTorch support lives in the samplers themselves: ``dist_info="torch"``
+(``torch.distributed``), sharding by ``torch.utils.data.get_worker_info()`` where a sampler runs
+in a DataLoader worker, and pickling (workers started with ``spawn``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from . import _workers
+from ._convert import index, optional_index
+from ._errors import ConfigError
+from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler
+from ._types import RequestArrays, SamplerStateDict
+
+__all__ = ["BatchSampler"]
+
+_AnySampler = RandomSampler | SequentialSampler | ClassSampler | MixtureSampler | DistributedSampler
+_SAMPLERS = (RandomSampler, SequentialSampler, ClassSampler, MixtureSampler, DistributedSampler)
+
+
+class _Iteration:
+    """Where one ``__iter__`` stands: ``first`` batches of its epoch were behind it when it began (a
+    restored point), it yields ``total`` and has yielded ``yielded``."""
+
+    __slots__ = ("first", "total", "yielded")
+
+    def __init__(self, first: int, total: int) -> None:
+        self.first = first
+        self.total = total
+        self.yielded = 0
+
+
+def _worker() -> tuple[int, int]:
+    """The DataLoader worker this process is, else the whole rank: what a sampler's ``worker=None``
+    means."""
+    info = _workers.get_torch_worker_info()
+    return (0, 1) if info is None else (info.id, info.num_workers)
+
+
+def _rows(request: RequestArrays) -> np.ndarray:
+    """The observation index of each of the request's positions, in position order: the buffer is
+    the chunks ``[starts[c], stops[c])`` laid end to end, so buffer row ``p`` of chunk ``c`` is
+    observation ``starts[c] + p - begin[c]``."""
+    starts, stops, positions, _ = request
+    lengths = stops - starts
+    begins = np.cumsum(lengths) - lengths
+    return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
+
+
+class BatchSampler(torch.utils.data.Sampler[list[int]]):
+    """A chunk sampler's epochs as batches of observation indices, for
+    ``torch.utils.data.DataLoader(dataset, batch_sampler=...)`` over a map-style dataset.
+
+    Each iteration plays the sampler's next epoch over ``n_obs`` observations and yields each batch
+    as a list of global observation indices, in the sampler's order: the batches of one load request
+    come from its few contiguous chunks, so the dataset reads contiguous rows. A list of ints is
+    what DataLoader's ``batch_sampler`` contract expects, and the fastest batch for its default
+    fetch, which indexes the dataset item by item (numpy int64 scalars or 0-d tensors cost more to
+    make and to index with); a dataset with ``__getitems__`` receives the list whole
+    (``np.asarray(batch)`` makes it an array). ``sampler`` (any chunksampler sampler,
+    a ``DistributedSampler`` too) is kept, not copied: move it through this object (``set_epoch``,
+    ``load_state_dict``) so that ``state_dict`` knows where it stands.
+
+    Inside a DataLoader worker (a BatchSampler used there, not as the loader's batch_sampler) the
+    iteration is that worker's share, as the sampler's own ``sample()`` is.
+
+    >>> sampler = RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=128, rng=np.random.default_rng(0))
+    >>> batches = BatchSampler(sampler, n_obs=1000)
+    >>> len(batches), sorted(i for batch in batches for i in batch) == list(range(1000))
+    (8, True)
+    >>> loader = torch.utils.data.DataLoader(range(1000), batch_sampler=batches)
+    >>> [len(batch) for batch in loader][-2:]
+    [128, 104]
+    """
+
+    def __init__(self, sampler: _AnySampler, n_obs: int) -> None:
+        if not isinstance(sampler, _SAMPLERS):
+            raise TypeError(
+                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, MixtureSampler or "
+                f"DistributedSampler, got {type(sampler).__name__}"
+            )
+        n_obs = index("n_obs", n_obs)
+        sampler.validate(n_obs)
+        self._sampler = sampler
+        self._n_obs = n_obs
+        self._iteration: _Iteration | None = None
+
+    @property
+    def sampler(self) -> _AnySampler:
+        """The chunk sampler (the object given, not a copy)."""
+        return self._sampler
+
+    @property
+    def n_obs(self) -> int:
+        """Observations in the dataset; each epoch covers the sampler's share of ``[0, n_obs)``."""
+        return self._n_obs
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration plays."""
+        return self._sampler.epoch
+
+    def __len__(self) -> int:
+        """Batches the next iteration yields: a whole epoch's, or after ``load_state_dict`` those the
+        restored epoch has left (so ``len(loader)`` is what the loader will yield). During an
+        iteration, the next one's."""
+        return self._sampler._impl.n_batches_left(self._n_obs, *_worker())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        """Plays the sampler's next epoch (from a restored point if one is pending) and yields its
+        batches. The epoch begins at the first ``next()``, not at ``iter()``, as with torch's own
+        samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
+        only the second iterator."""
+        worker = _worker()
+        whole = self._sampler.n_batches(self._n_obs, worker=worker)
+        left = self._sampler._impl.n_batches_left(self._n_obs, *worker)
+        requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
+        self._iteration = iteration = _Iteration(whole - left, left)
+        yield from self._batches(requests, iteration)
+
+    @staticmethod
+    def _batches(requests: Iterator[RequestArrays], iteration: _Iteration) -> Iterator[list[int]]:
+        for request in requests:
+            # One gather and one list per request; the request's arrays are not used after this.
+            rows = _rows(request).tolist()
+            bounds = request.offsets.tolist()
+            for begin, end in zip(bounds[:-1], bounds[1:]):
+                iteration.yielded += 1
+                yield rows[begin:end]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration play epoch ``epoch`` from its start, as PyTorch's ``set_epoch``
+        (each iteration plays the next epoch without it too). After ``load_state_dict`` the restored
+        epoch's own number keeps the restore, so the usual ``set_epoch(epoch)`` at the top of a
+        resumed loop continues it; to replay it from its start, call the sampler's ``set_epoch``."""
+        epoch = index("epoch", epoch)
+        if self._sampler._impl.since == "restore" and epoch == self._sampler.epoch:
+            return
+        self._sampler.set_epoch(epoch)
+        self._iteration = None
+
+    def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
+        """The sampler's state after the batches this BatchSampler has yielded in its current
+        iteration, or after ``batches_done`` of them (``0 <= batches_done <= `` the iteration's
+        batches); ``load_state_dict`` of it makes the next iteration yield exactly the rest.
+
+        A DataLoader runs ahead of the training loop (``num_workers * prefetch_factor`` batches with
+        workers), so a checkpoint should name the batches the loop has finished:
+        ``for k, batch in enumerate(loader, 1): ...; state = batch_sampler.state_dict(batches_done=k)``.
+        ``batches_done`` counts from where this iteration began (after a restore, the restored
+        point), as ``enumerate`` does; the dict's own ``"batches_done"`` counts from the epoch's
+        start. Before the first iteration (or after ``set_epoch``/``load_state_dict``), the sampler's
+        ``state_dict()``: where the next iteration begins."""
+        done = optional_index("batches_done", batches_done)
+        iteration = self._iteration
+        if iteration is None:
+            if done not in (None, 0):
+                raise ConfigError(
+                    f"BatchSampler.state_dict: batches_done ({done}) must be 0 before an iteration has begun"
+                )
+            return self._sampler.state_dict()
+        if done is None:
+            done = iteration.yielded
+        if not 0 <= done <= iteration.total:
+            raise ConfigError(
+                f"BatchSampler.state_dict: batches_done ({done}) must be in [0, {iteration.total}], the batches "
+                "of the current iteration"
+            )
+        return self._sampler.state_dict(iteration.first + done)
+
+    def load_state_dict(self, state_dict: SamplerStateDict) -> None:
+        """Makes the next iteration continue exactly after ``state_dict`` (from ``state_dict()`` of a
+        BatchSampler, or a sampler, of the same configuration and seed); ``len()`` is then the
+        batches it has left."""
+        self._sampler.load_state_dict(state_dict)
+        self._iteration = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key != "_iteration"}
+        # Where the copy's next iteration starts: where this one's current iteration stands (the
+        # sampler alone knows only whole requests), or after it ends, at the next epoch's start.
+        iteration = self._iteration
+        if iteration is None:
+            state["_resume"] = None
+        elif iteration.yielded < iteration.total:
+            state["_resume"] = ("state", self.state_dict())
+        else:
+            state["_resume"] = ("epoch", self._sampler.epoch)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        resume = state.pop("_resume")
+        self.__dict__.update(state)
+        self._iteration = None
+        if resume is not None:
+            kind, value = resume
+            if kind == "state":
+                self._sampler.load_state_dict(value)
+            else:
+                self._sampler.set_epoch(value)
+
+    def __repr__(self) -> str:
+        return f"BatchSampler({self._sampler!r}, n_obs={self._n_obs})"
