@@ -120,7 +120,8 @@ def _mask(draw, n_obs: int):
 
 @st.composite
 def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
-    """A small configuration of one of ``kinds``; most can be served (the tests reject the rest)."""
+    """A small configuration of one of ``kinds``, distributed sometimes (``distributed=True``), never
+    (False) or always ("always"); most can be served (the tests reject the rest)."""
     kind = draw(st.sampled_from(kinds))
     chunk_size = draw(st.integers(1, 8))
     preload_nchunks = draw(st.integers(1, 3))
@@ -130,7 +131,8 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
         "kind": kind, "chunk_size": chunk_size, "preload_nchunks": preload_nchunks, "batch_size": batch_size,
         "seed": draw(st.integers(0, 2**32)), "drop_last": draw(st.booleans()), "epoch": draw(st.integers(0, 3)),
     }
-    world = draw(st.integers(1, 4)) if distributed and draw(st.booleans()) else None
+    wrapped = distributed == "always" or (distributed and draw(st.booleans()))
+    world = draw(st.integers(1, 4)) if wrapped else None
     floor = (world or 1) * max(per_request, batch_size) * 2
     if kind in ("random", "sequential"):
         n_obs = draw(st.integers(floor, floor + 200))
@@ -139,9 +141,11 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
             fields.update(replacement=draw(st.booleans()), num_samples=draw(st.integers(1, n_obs)))
     elif kind == "class":
         n_classes = draw(st.integers(1, 3))
-        codes: list[int] = []
-        while len(codes) < floor or len(set(codes)) < n_classes:
-            codes += [draw(st.integers(0, n_classes - 1))] * draw(st.integers(chunk_size, 3 * chunk_size))
+        # Runs of at least chunk_size, every class among them, stretched to hold `floor` codes.
+        runs = draw(st.lists(st.tuples(st.integers(0, n_classes - 1), st.integers(1, 3)), min_size=1, max_size=8))
+        runs = [(c, 1) for c in range(n_classes)] + runs
+        stretch = max(1, -(-floor // (chunk_size * sum(length for _, length in runs))))
+        codes = [c for c, length in runs for _ in range(length * chunk_size * stretch)]
         fields.update(codes=tuple(codes), n_obs=len(codes), num_samples=draw(st.integers(1, 150)))
         if draw(st.booleans()):
             weights = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=n_classes, max_size=n_classes))
