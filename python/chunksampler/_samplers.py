@@ -132,9 +132,9 @@ class _Sampler:
 
     def __getstate__(self) -> dict[str, Any]:
         state = {key: value for key, value in self.__dict__.items() if key != "_impl"}
-        # Where the epochs stand: a fresh epoch's number, else the exact point (a pending restore,
-        # or the batches yielded so far).
-        at_start = self._impl.since == "start"
+        # Where the epochs stand: a fresh epoch's number (also after an epoch yielded to its end:
+        # the next one's), else the exact point (a pending restore, or the batches yielded so far).
+        at_start = self._impl.since in ("start", "end")
         state["_position"] = ("epoch", self._impl.epoch) if at_start else ("state", self._impl.state(None))
         return state
 
