@@ -15,7 +15,7 @@ from support import as_lists, configs, picks, servable
 import chunksampler as cs
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_a_fresh_sampler_continues_after_every_batch(config):
     sampler = servable(config)
