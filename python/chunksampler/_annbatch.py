@@ -15,8 +15,13 @@ __all__ = ["register_with_annbatch"]
 
 
 def _register(abc_module: ModuleType, classes: tuple[type, ...]) -> None:
+    # annbatch releases before its sampler API have an annbatch.abc without Sampler: nothing to
+    # register with there, and importing them must not fail because chunksampler is loaded.
+    sampler = getattr(abc_module, "Sampler", None)
+    if sampler is None:
+        return
     for cls in classes:
-        abc_module.Sampler.register(cls)
+        sampler.register(cls)
 
 
 class _RegisterOnImport(importlib.abc.MetaPathFinder):

@@ -27,16 +27,21 @@ __all__ = [
 ]
 
 _UINT64 = np.iinfo(np.uint64)
+_INT64 = np.iinfo(np.int64)
 
 
 def index(name: str, value: object) -> int:
-    """``value`` as an int (anything with ``__index__`` but a bool)."""
+    """``value`` as an int (anything with ``__index__`` but a bool) that fits the C++ int64."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an int, got bool")
     try:
-        return operator.index(value)  # type: ignore[arg-type]
+        result = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    # Beyond int64 the binding's own TypeError would name the function, not the parameter.
+    if not _INT64.min <= result <= _INT64.max:
+        raise ConfigError(f"{name} ({result}) must be in [-2^63, 2^63): a 64-bit integer")
+    return result
 
 
 def optional_index(name: str, value: object) -> int | None:
@@ -129,7 +134,9 @@ def class_codes(classes: object) -> np.ndarray:
             f"classes must be a pandas.Categorical or a 1-D integer array of class codes, got {array.ndim}-D {array.dtype}"
         )
     if array.dtype.type not in _CODE_TYPES:
-        if array.size and array.max() > np.iinfo(np.int64).max:
+        # int(): numpy compares a uint64 with a Python int in float64, which calls 2^63 equal to
+        # 2^63 - 1, and the copy below would then wrap it to a negative code.
+        if array.size and int(array.max()) > _INT64.max:
             raise ConfigError(f"classes: code {array.max()} must be < 2^31")
         array = array.astype(np.int64)
     return np.ascontiguousarray(array)

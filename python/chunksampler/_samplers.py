@@ -132,9 +132,9 @@ class _Sampler:
 
     def __getstate__(self) -> dict[str, Any]:
         state = {key: value for key, value in self.__dict__.items() if key != "_impl"}
-        # Where the epochs stand: a fresh epoch's number, else the exact point (a pending restore,
-        # or the batches yielded so far).
-        at_start = self._impl.since == "start"
+        # Where the epochs stand: a fresh epoch's number (also after an epoch yielded to its end:
+        # the next one's), else the exact point (a pending restore, or the batches yielded so far).
+        at_start = self._impl.since in ("start", "end")
         state["_position"] = ("epoch", self._impl.epoch) if at_start else ("state", self._impl.state(None))
         return state
 
@@ -547,9 +547,10 @@ class DistributedSampler(_Sampler):
                 "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler or MixtureSampler, "
                 f"got {type(sampler).__name__}"
             )
-        if mode not in _MODES:
+        # Strings first: an unhashable value would raise a TypeError from the lookup that names nothing.
+        if not isinstance(mode, str) or mode not in _MODES:
             raise ConfigError(f"DistributedSampler: mode ({mode!r}) must be one of {sorted(_MODES)}")
-        if remainder not in _REMAINDERS:
+        if not isinstance(remainder, str) or remainder not in _REMAINDERS:
             raise ConfigError(f"DistributedSampler: remainder ({remainder!r}) must be one of {sorted(_REMAINDERS)}")
         self._enforce_equal_batches = flag("enforce_equal_batches", enforce_equal_batches)
         self._rank, self._world_size = resolve_dist_info(dist_info)

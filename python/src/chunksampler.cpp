@@ -75,12 +75,13 @@ std::optional<PyMask> py_mask(const std::optional<cs::Slice>& mask) {
 }
 
 // Where a sampler stands in its epoch, for `state()` without an argument: the batches yielded
-// so far by the last sample()'s iterator, counted from the epoch's start. The iterator and the
-// sampler share it; a new sample(), set_epoch() or restore() starts a new one.
+// so far by the last sample()'s iterator, counted from the epoch's start, of the `whole` epoch's.
+// The iterator and the sampler share it; a new sample(), set_epoch() or restore() starts a new one.
 struct Progress {
   enum class Since { start, restore, sample };
   Since since = Since::start;
   std::int64_t batches_done = 0;
+  std::int64_t whole = 0;
 };
 
 // One epoch's requests behind one type, whatever plan the sampler makes.
@@ -282,7 +283,7 @@ class Sampler {
           const std::int64_t whole = s.n_batches(n_obs, info);
           auto range = s.sample(n_obs, info);
           progress_ = std::make_shared<Progress>(
-              Progress{.since = Progress::Since::sample, .batches_done = whole - range.n_batches()});
+              Progress{.since = Progress::Since::sample, .batches_done = whole - range.n_batches(), .whole = whole});
           std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
           return Iterator(std::move(source), progress_);
         },
@@ -317,12 +318,14 @@ class Sampler {
     progress_ =
         std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
   }
-  // "start" (no sample() since construction, set_epoch or restore), "restore" or "sample".
+  // "start" (no sample() since construction, set_epoch or restore), "restore", "sample" (the last
+  // sample()'s iterator has batches left) or "end" (it has yielded them all: the next sample()
+  // plays the next epoch from its start, as after "start").
   [[nodiscard]] const char* since() const noexcept {
     switch (progress_->since) {
       case Progress::Since::start: return "start";
       case Progress::Since::restore: return "restore";
-      case Progress::Since::sample: return "sample";
+      case Progress::Since::sample: return progress_->batches_done < progress_->whole ? "sample" : "end";
     }
     return "start";
   }
@@ -446,7 +449,8 @@ NB_MODULE(_chunksampler, m) {
       .def("state", &Sampler::state, nb::arg("batches_done").none(),
            "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
       .def("restore", &Sampler::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
-      .def_prop_ro("since", &Sampler::since, "'start', 'restore' or 'sample': what last moved the epoch.")
+      .def_prop_ro("since", &Sampler::since,
+                   "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
       .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
       .def_prop_ro("batch_size",
                    [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
