@@ -28,6 +28,12 @@ trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$work/test-env"
 "$work/test-env/bin/pip" install --quiet --disable-pip-version-check "$work"/wheels/chunksampler-*.whl pytest hypothesis
 
+# The C++ oracle tests/python/test_oracle.py compares the Python samplers' requests with: the same
+# headers, driven from C++ (Release, warnings as errors).
+cmake -S "$root/tests/python/oracle" -B "$work/oracle" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/oracle" -j "$(nproc)" >/dev/null
+export CHUNKSAMPLER_PLAN_DUMP="$work/oracle/chunksampler_plan_dump"
+
 # From a directory outside the tree, so `import chunksampler` finds the installed package.
 cd "$work"
 "$work/test-env/bin/python" -m pytest -p no:cacheprovider -q "$root/tests/python"

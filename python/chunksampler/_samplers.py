@@ -98,6 +98,17 @@ class _Sampler:
         worker_id, num_workers = _worker(worker)
         return self._impl.n_batches(index("n_obs", n_obs), worker_id, num_workers)
 
+    def n_batches_left(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> int:
+        """Batches the next ``sample()`` yields: ``n_batches`` less the batches a pending
+        ``load_state_dict()`` has already consumed (equal to ``n_batches`` without one)."""
+        worker_id, num_workers = _worker(worker)
+        return self._impl.n_batches_left(index("n_obs", n_obs), worker_id, num_workers)
+
+    @property
+    def restore_pending(self) -> bool:
+        """Whether a ``load_state_dict()`` waits for the next ``sample()`` to continue its epoch."""
+        return self._impl.since == "restore"
+
     def validate(self, n_obs: int) -> None:
         """Raises ConfigError if an epoch over ``n_obs`` observations cannot be served."""
         self._impl.validate(index("n_obs", n_obs))

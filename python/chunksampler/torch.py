@@ -113,7 +113,7 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         """Batches the next iteration yields: a whole epoch's, or after ``load_state_dict`` those the
         restored epoch has left (so ``len(loader)`` is what the loader will yield). During an
         iteration, the next one's."""
-        return self._sampler._impl.n_batches_left(self._n_obs, *_worker())
+        return self._sampler.n_batches_left(self._n_obs, worker=_worker())
 
     def __iter__(self) -> Iterator[list[int]]:
         """Plays the sampler's next epoch (from a restored point if one is pending) and yields its
@@ -122,7 +122,7 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         only the second iterator."""
         worker = _worker()
         whole = self._sampler.n_batches(self._n_obs, worker=worker)
-        left = self._sampler._impl.n_batches_left(self._n_obs, *worker)
+        left = self._sampler.n_batches_left(self._n_obs, worker=worker)
         requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
         self._iteration = iteration = _Iteration(whole - left, left)
         yield from self._batches(requests, iteration)
@@ -143,7 +143,7 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         epoch's own number keeps the restore, so the usual ``set_epoch(epoch)`` at the top of a
         resumed loop continues it; to replay it from its start, call the sampler's ``set_epoch``."""
         epoch = index("epoch", epoch)
-        if self._sampler._impl.since == "restore" and epoch == self._sampler.epoch:
+        if self._sampler.restore_pending and epoch == self._sampler.epoch:
             return
         self._sampler.set_epoch(epoch)
         self._iteration = None
