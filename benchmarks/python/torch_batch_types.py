@@ -3,7 +3,7 @@ int64 array and a torch tensor, through DataLoader's default fetch and collate, 
 dataset read item by item (``range``: the index itself; ``Items``: a row of an array) and one
 read whole through ``__getitems__`` (``Rows``), without workers (w0) and with two (w2). Not a test; run it by hand:
 
-    python tests/python/torch_batch_types.py
+    python benchmarks/python/torch_batch_types.py
 """
 
 from __future__ import annotations
