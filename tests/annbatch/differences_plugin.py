@@ -4,8 +4,9 @@ Loaded with ``-p differences_plugin``. It reads ``differences.toml`` beside it a
 - marks each test listed under ``[differences.CATEGORY]`` as a strict xfail with its reason, so a
   listed test that starts passing fails the run (remove it from the list then). It must fail by
   a check: an assertion, or ``pytest.raises``/``pytest.warns`` finding no exception or warning,
-  the wrong message or the wrong value; an error (AttributeError, TypeError, a missing module)
-  fails the run even for a listed test, since a difference in behaviour never shows as one;
+  the wrong message or the wrong value. An error (AttributeError, TypeError, a missing module)
+  fails the run even for a listed test, unless its entry names it (``raises``: a chunksampler or
+  builtin exception), for a difference that is an error by design (a value chunksampler refuses);
 - deselects the parametrizations of the samplers listed under ``[deselect]`` while they are
   stand-ins (chunksampler_names.py), and says why;
 - fails the run if a listed test id matches no test, or a ``[deselect]`` name is no longer a
@@ -17,12 +18,14 @@ Loaded with ``-p differences_plugin``. It reads ``differences.toml`` beside it a
 
 from __future__ import annotations
 
+import builtins
 import tomllib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+import chunksampler
 import chunksampler_names
 
 _LIST = Path(__file__).with_name("differences.toml")
@@ -32,17 +35,27 @@ _LIST = Path(__file__).with_name("differences.toml")
 _CHECKS = (AssertionError, pytest.fail.Exception)
 
 
+def _exception(name: str) -> type[BaseException]:
+    found = getattr(chunksampler, name, None) or getattr(builtins, name, None)
+    if not (isinstance(found, type) and issubclass(found, BaseException)):
+        raise pytest.UsageError(f"{_LIST.name}: raises = {name!r} is no chunksampler or builtin exception")
+    return found
+
+
 class _Differences:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         listed = tomllib.loads(_LIST.read_text())
         self.deselect: dict[str, str] = listed.get("deselect", {})
-        self.reasons: dict[str, tuple[str, str]] = {}
+        self.reasons: dict[str, tuple[str, str, tuple[type[BaseException], ...]]] = {}
         for category, tests in listed.get("differences", {}).items():
-            for nodeid, reason in tests.items():
+            for nodeid, entry in tests.items():
                 if nodeid in self.reasons:
                     raise pytest.UsageError(f"{_LIST.name}: {nodeid} is listed twice")
-                self.reasons[nodeid] = (category, reason)
+                if isinstance(entry, str):
+                    self.reasons[nodeid] = (category, entry, _CHECKS)
+                else:
+                    self.reasons[nodeid] = (category, entry["reason"], (_exception(entry["raises"]),))
         self.stale: list[str] = []
         self.deselected: Counter[str] = Counter()
         self.outcomes: dict[str, str] = {}
@@ -83,8 +96,8 @@ class _Differences:
                 continue
             kept.append(item)
             if item.nodeid in self.reasons:
-                category, reason = self.reasons[item.nodeid]
-                item.add_marker(pytest.mark.xfail(strict=True, raises=_CHECKS, reason=f"{category}: {reason}"))
+                category, reason, raises = self.reasons[item.nodeid]
+                item.add_marker(pytest.mark.xfail(strict=True, raises=raises, reason=f"{category}: {reason}"))
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
