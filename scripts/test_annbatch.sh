@@ -6,7 +6,7 @@
 # sdist, rewrites the two files to import chunksampler's samplers (tests/annbatch/rewrite.py) and
 # runs them with tests/annbatch/differences_plugin.py: the tests in tests/annbatch/differences.toml
 # are strict xfails, everything else must pass. Nothing of annbatch's is kept in this repository.
-# On 2 cores: about 45 s with pip's cache warm, under two minutes with it empty (mostly pip).
+# On 2 cores: 45 to 60 s with pip's cache warm, about 90 s with it empty; pytest itself takes 7 to 14 s.
 #   scripts/test_annbatch.sh [PYTEST_ARGS...]   e.g. -x, -k workers, -v
 #   scripts/test_annbatch.sh --baseline          annbatch's tests on annbatch itself, unrewritten
 #                                                (checks the environment, e.g. after new constraints)
