@@ -7,6 +7,8 @@ make its C++ sampler again: after pickling, and when ``mask`` or ``rng`` is assi
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -380,12 +382,20 @@ class ClassSampler(_MaskedSampler):
         self._drop_last = flag("drop_last", drop_last)
         self._mask = mask_from(mask)
         self._num_samples = index("num_samples", num_samples)
-        self._class_weights = [] if class_weights is None else floats("class_weights", class_weights)
+        categories = getattr(classes, "categories", None) if hasattr(classes, "codes") else None
+        self._labels = None if categories is None else list(categories)
+        self._class_weights = [] if class_weights is None else _class_weights(class_weights, self._labels)
         self._codes = class_codes(classes)
         self._rng, self._seed = seed_from(rng)
         self._impl = self._build()
 
     def _build(self) -> _chunksampler.Sampler:
+        try:
+            return self._build_codes()
+        except ConfigError as error:
+            raise _with_labels(error, self._labels) from None
+
+    def _build_codes(self) -> _chunksampler.Sampler:
         return _chunksampler.class_sampler(
             self._codes,
             self._chunk_size,
@@ -512,6 +522,35 @@ class MixtureSampler(_Sampler):
             f"temperature={self.temperature}, num_samples={self.num_samples}, drop_last={self.drop_last}, "
             f"seed={self.seed})"
         )
+
+
+def _class_weights(weights: object, labels: list[Any] | None) -> list[float]:
+    """``class_weights`` as floats in the order of the class codes; with a Categorical, one per
+    category."""
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(weights, pandas.Series):
+        raise TypeError(
+            "class_weights must be a sequence in the order of classes.categories, not a pandas Series (its index "
+            "may order the weights otherwise); pass series.reindex(classes.categories).to_numpy()"
+        )
+    values = floats("class_weights", weights)
+    if labels is not None and len(values) != len(labels):
+        raise ConfigError(
+            f"ClassSampler: class_weights has {len(values)} entries; it needs one weight per class in "
+            f"classes.categories ({len(labels)})"
+        )
+    return values
+
+
+_SHORT_RUN = re.compile(r"class (\d+) \(\d+ short runs?, shortest \d+\)")
+
+
+def _with_labels(error: ConfigError, labels: list[Any] | None) -> ConfigError:
+    """The C++ run-length error, which names class codes, with the Categorical's labels added."""
+    codes = [int(code) for code in _SHORT_RUN.findall(str(error))]
+    if labels is None or not codes or max(codes) >= len(labels):
+        return error
+    return ConfigError(f"{error} (by label: classes {[labels[code] for code in codes]!r})")
 
 
 def _real(name: str, value: object) -> float:

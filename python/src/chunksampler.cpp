@@ -124,6 +124,12 @@ class EpochIterator {
 
   [[nodiscard]] std::int64_t n_batches() const noexcept { return source_->n_batches(); }
 
+  // Ends the iteration, as a generator's close() does: later next() calls raise StopIteration.
+  void close() {
+    if (busy_) throw nb::value_error("chunksampler: this sample() iterator is already executing");
+    done_ = true;
+  }
+
  protected:
   // The next request, or nullptr (and StopIteration raised by the caller) at the end. `copy`
   // runs without the GIL too, on the request just produced.
@@ -412,6 +418,7 @@ void def_iterator(nb::module_& m, const char* name, const char* doc) {
   nb::class_<Iterator>(m, name, doc)
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &Iterator::next)
+      .def("close", &Iterator::close, "Ends the iteration, as a generator's close(): later next() calls stop.")
       .def_prop_ro("n_batches", &Iterator::n_batches, "Batches the iterator yields in all.");
 }
 

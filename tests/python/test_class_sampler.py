@@ -83,6 +83,22 @@ def test_a_short_run_of_a_sampled_class_is_a_config_error():
     assert classes_of(epoch_batches(sampler(codes, class_weights=[1.0, 0.0]), 107), codes) == [{0}] * 60
 
 
+def test_with_a_categorical_the_short_run_error_names_labels_and_weights_follow_categories():
+    pd = pytest.importorskip("pandas")
+    categorical = pd.Categorical(["T"] * 30 + ["B"] * 3 + ["NK"] * 30)  # codes: B=0, NK=1, T=2
+    with pytest.raises(cs.ConfigError, match=r"class 0 \(1 short run, shortest 3\).*by label: classes \['B'\]"):
+        sampler(categorical)
+    # One weight per category, whatever codes occur: 2 weights for 3 categories is refused ...
+    with pytest.raises(cs.ConfigError, match=r"class_weights has 2 entries; .* classes.categories \(3\)"):
+        sampler(categorical, class_weights=[1.0, 1.0])
+    # ... and a Series, whose index may order the weights otherwise than the categories, too.
+    with pytest.raises(TypeError, match="not a pandas Series"):
+        sampler(categorical, class_weights=pd.Series([0.0, 1.0, 1.0], index=["NK", "B", "T"]))
+    # B excluded by weight 0: its short run no longer matters, and no batch holds it.
+    batches = epoch_batches(sampler(categorical, class_weights=[0.0, 1.0, 1.0]), 63)
+    assert set().union(*classes_of(batches, categorical.codes)) == {1, 2}
+
+
 def test_n_obs_must_be_the_number_of_codes():
     s = sampler()
     with pytest.raises(cs.ConfigError, match=r"n_obs \(599\) must equal the number of class codes \(600\)"):

@@ -67,3 +67,16 @@ def test_threads_iterating_their_own_epochs_agree():
     for t in threads:
         t.join()
     assert all(np.array_equal(results[0], r) for r in results[1:])
+
+
+def test_close_ends_an_iteration_as_a_generators_close_does():
+    # annbatch's sample() is a generator; code that calls close() on it works with ours.
+    sampler = cs.RandomSampler(chunk_size=10, preload_nchunks=2, batch_size=10, rng=np.random.default_rng(0))
+    for sample in (sampler.sample, sampler.sample_arrays):
+        it = sample(100)
+        next(it)
+        it.close()
+        assert list(it) == []
+        it.close()  # again: nothing
+    # Each pass is its own: the next one is a whole epoch.
+    assert sum(len(r["splits"]) for r in sampler.sample(100)) == 10
