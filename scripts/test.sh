@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers), the Python package's tests (scripts/test_python.sh) and the lint (scripts/lint.sh),
+# consumers), the Python package's tests (scripts/test_python.sh), annbatch's own sampler tests against
+# it (scripts/test_annbatch.sh) and the lint (scripts/lint.sh),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, once more under
 # ThreadSanitizer, and the fuzz targets briefly.
 #   scripts/test.sh
@@ -21,8 +22,11 @@ cmake --build --preset dev -j "$jobs"
 ctest --preset dev -j "$jobs"
 
 # The Python package: the wheel built, installed into a fresh virtual environment and tested
-# there (tests/python); under a minute.
+# there (tests/python); about two minutes.
 bash scripts/test_python.sh
+# annbatch 0.3.1's own sampler tests against the package, in Python 3.12 with the real annbatch
+# (about a minute).
+bash scripts/test_annbatch.sh
 
 # clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the
 # sanitizer and fuzz runs below have still had their say.

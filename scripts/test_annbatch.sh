@@ -5,7 +5,9 @@
 # the real annbatch 0.3.1 and pytest into a fresh 3.12 virtual environment, downloads annbatch's
 # sdist, rewrites the two files to import chunksampler's samplers (tests/annbatch/rewrite.py) and
 # runs them with tests/annbatch/differences_plugin.py: the tests in tests/annbatch/differences.toml
-# are strict xfails, everything else must pass. Nothing of annbatch's is kept in this repository.
+# are strict xfails, everything else must pass; beside them tests/annbatch/test_drop_in.py, our own
+# checks there (registration with annbatch.abc.Sampler, annbatch.Loader over our samplers).
+# Nothing of annbatch's is kept in this repository.
 # On 2 cores: 45 to 60 s with pip's cache warm, about 90 s with it empty; pytest itself takes 7 to 14 s.
 #   scripts/test_annbatch.sh [PYTEST_ARGS...]   e.g. -x, -k workers, -v
 #   scripts/test_annbatch.sh --baseline          annbatch's tests on annbatch itself, unrewritten
@@ -94,6 +96,9 @@ if [ "$baseline" -eq 1 ]; then
   "$work/test-env/bin/python" -m pytest -p no:cacheprovider -q "${tests[@]}" "$@" || status=$?
 else
   "$work/test-env/bin/python" "$root/tests/annbatch/rewrite.py" "$sdist"
+  # Our own checks in this environment: registration and annbatch.Loader over our samplers.
+  cp "$root/tests/annbatch/test_drop_in.py" tests/
+  tests+=(tests/test_drop_in.py)
   PYTHONPATH="$root/tests/annbatch" "$work/test-env/bin/python" -m pytest -p no:cacheprovider -p differences_plugin \
     -q -rfEX --tb=short "${tests[@]}" "$@" || status=$?
 fi
