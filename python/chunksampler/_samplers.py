@@ -56,6 +56,13 @@ class _Sampler:
     _impl: _chunksampler.Sampler
     _rng: np.random.Generator | None
 
+    def _keep_shape(self, chunk_size: object, preload_nchunks: object, batch_size: object, drop_last: object) -> None:
+        """Checks the types of the settings every sampler has, and keeps them."""
+        self._chunk_size = index("chunk_size", chunk_size)
+        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
+        self._batch_size = index("batch_size", batch_size)
+        self._drop_last = flag("drop_last", drop_last)
+
     def _build(self) -> _chunksampler.Sampler:
         """The C++ sampler of the current settings, at epoch 0."""
         raise NotImplementedError
@@ -263,10 +270,7 @@ class RandomSampler(_MaskedSampler):
         mask: slice | None = None,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._chunk_size = index("chunk_size", chunk_size)
-        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
-        self._batch_size = index("batch_size", batch_size)
-        self._drop_last = flag("drop_last", drop_last)
+        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._mask = mask_from(mask)
         self._replacement = flag("replacement", replacement)
         self._num_samples = optional_index("num_samples", num_samples)
@@ -322,10 +326,7 @@ class SequentialSampler(_MaskedSampler):
         mask: slice | None = None,
     ) -> None:
         self._rng = None
-        self._chunk_size = index("chunk_size", chunk_size)
-        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
-        self._batch_size = index("batch_size", batch_size)
-        self._drop_last = flag("drop_last", drop_last)
+        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._mask = mask_from(mask)
         self._impl = self._build()
 
@@ -376,10 +377,7 @@ class ClassSampler(_MaskedSampler):
         drop_last: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._chunk_size = index("chunk_size", chunk_size)
-        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
-        self._batch_size = index("batch_size", batch_size)
-        self._drop_last = flag("drop_last", drop_last)
+        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._mask = mask_from(mask)
         self._num_samples = index("num_samples", num_samples)
         categories = getattr(classes, "categories", None) if hasattr(classes, "codes") else None
@@ -458,10 +456,7 @@ class MixtureSampler(_Sampler):
         drop_last: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._chunk_size = index("chunk_size", chunk_size)
-        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
-        self._batch_size = index("batch_size", batch_size)
-        self._drop_last = flag("drop_last", drop_last)
+        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._sizes = indices("sizes", sizes)
         self._weights = [] if weights is None else floats("weights", weights)
         self._temperature = _real("temperature", temperature)
