@@ -16,6 +16,7 @@
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/slice.hpp>
 
+#include <ATen/core/ivalue.h>
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 #include <torch/data/samplers/base.h>
