@@ -259,6 +259,8 @@ class CsrReader {
 // .h5ad with make_h5ad.py's obs columns is a bad argument on every rank, never a failure midway.
 struct H5adLayout {
   std::int64_t n_obs = 0;
+  std::int64_t n_vars = 0;    // columns of X (genes)
+  std::int64_t nnz = 0;       // stored values of X
   bool single_float = false;  // X/data fits a float without loss
 };
 
@@ -289,7 +291,7 @@ inline H5adLayout inspect_h5ad(hid_t file) {
   if (row_sum.size() != n_obs || nnz.size() != n_obs)
     bad_argument("obs/row_sum ({}) and obs/nnz ({}) must hold one value per cell ({})", row_sum.size(), nnz.size(),
                  n_obs);
-  return {.n_obs = n_obs, .single_float = data.is_single_float()};
+  return {.n_obs = n_obs, .n_vars = shape[1], .nnz = data.size(), .single_float = data.is_single_float()};
 }
 
 }  // namespace examples::h5ad

@@ -1,0 +1,72 @@
+# ctest runs this (example.libtorch.train): train_h5ad on RANKS ranks, uninterrupted, then stopped
+# after STOP_AFTER batches and resumed from its checkpoint. The expected counts come from the
+# README's formulas, not from the library: contiguous shards of round_down(N_OBS / RANKS,
+# BATCH_SIZE) rows, read in chunks of CHUNK_SIZE, PRELOAD chunks per request.
+#   cmake -DMPIEXEC=mpirun -DTRAIN=train_h5ad -DFILE=cells.h5ad -DN_OBS=5003 -DRANKS=2 -DCHUNK_SIZE=100
+#         -DPRELOAD=2 -DBATCH_SIZE=40 -DSTOP_AFTER=23 -DWORK=dir -P libtorch.cmake
+set(job --chunk-size ${CHUNK_SIZE} --preload ${PRELOAD} --batch-size ${BATCH_SIZE} --epochs 2 --workers 2)
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+
+function(train out)
+  execute_process(COMMAND "${MPIEXEC}" --oversubscribe -np ${RANKS} "${TRAIN}" "${FILE}" ${job} ${ARGN}
+                  RESULT_VARIABLE code OUTPUT_VARIABLE output ERROR_VARIABLE errors)
+  message("$ train_h5ad ${ARGN}\n${output}${errors}")
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "FAIL: train_h5ad ${ARGN} exited with ${code}")
+  endif()
+  set(${out} "${output}" PARENT_SCOPE)
+endfunction()
+
+# The epoch lines of `output`, as "epoch E rank R: B batches, O observations, C chunk reads, checksum X".
+function(epoch_lines output out)
+  string(REGEX MATCHALL "epoch [0-9]+ rank [0-9]+: [0-9]+ batches, [0-9]+ observations, [0-9]+ chunk reads, checksum [0-9a-f]+"
+               lines "${output}")
+  list(LENGTH lines n)
+  math(EXPR want "2 * ${RANKS}")
+  if(NOT n EQUAL want)
+    message(FATAL_ERROR "FAIL: ${n} epoch lines, expected ${want}")
+  endif()
+  set(${out} "${lines}" PARENT_SCOPE)
+endfunction()
+
+math(EXPR shard "${N_OBS} / ${RANKS} / ${BATCH_SIZE} * ${BATCH_SIZE}")
+math(EXPR batches "${shard} / ${BATCH_SIZE}")
+math(EXPR chunks "(${shard} + ${CHUNK_SIZE} - 1) / ${CHUNK_SIZE}")
+# The resumed epoch reads again the request the stop cut, and the requests after it.
+math(EXPR batches_per_request "${CHUNK_SIZE} * ${PRELOAD} / ${BATCH_SIZE}")
+math(EXPR chunks_after_stop "${chunks} - ${STOP_AFTER} / ${batches_per_request} * ${PRELOAD}")
+
+train(full)
+epoch_lines("${full}" full_lines)
+foreach(line IN LISTS full_lines)
+  if(NOT line MATCHES ": ${batches} batches, ${shard} observations, ${chunks} chunk reads,")
+    message(FATAL_ERROR "FAIL: \"${line}\": expected ${batches} batches, ${shard} observations and ${chunks} chunk reads "
+                        "(the chunks of the rank's shard) on every rank")
+  endif()
+endforeach()
+
+train(stopped --checkpoint "${WORK}/job.pt" --stop-after ${STOP_AFTER})
+if(NOT stopped MATCHES "stopped in epoch 0 after batch ${STOP_AFTER};")
+  message(FATAL_ERROR "FAIL: the job did not stop after ${STOP_AFTER} batches")
+endif()
+train(resumed --checkpoint "${WORK}/job.pt" --resume)
+epoch_lines("${resumed}" resumed_lines)
+foreach(full_line resumed_line IN ZIP_LISTS full_lines resumed_lines)
+  # Batches, observations and checksum count from the epoch's start: the same as uninterrupted.
+  string(REGEX REPLACE "[0-9]+ chunk reads" "" full_rest "${full_line}")
+  string(REGEX REPLACE "[0-9]+ chunk reads" "" resumed_rest "${resumed_line}")
+  if(NOT full_rest STREQUAL resumed_rest)
+    message(FATAL_ERROR "FAIL: resumed \"${resumed_line}\", uninterrupted \"${full_line}\"")
+  endif()
+  if(resumed_line MATCHES "^epoch 0")
+    set(want ${chunks_after_stop})
+  else()
+    set(want ${chunks})
+  endif()
+  if(NOT resumed_line MATCHES ", ${want} chunk reads,")
+    message(FATAL_ERROR "FAIL: \"${resumed_line}\": expected ${want} chunk reads")
+  endif()
+endforeach()
+message("PASS: ${RANKS} ranks read each chunk of their shard once per epoch (${chunks} chunks, ${batches} batches); "
+        "stopped after ${STOP_AFTER} batches and resumed, the job trained the same batches")
