@@ -53,7 +53,6 @@ using Sampler = cs::DistributedSampler<cs::RandomSampler>;
 
 // --- options ------------------------------------------------------------------------------------
 
-using examples::bad_argument;
 using examples::gather_to_root;
 using examples::PerRank;
 using examples::h5ad::check;

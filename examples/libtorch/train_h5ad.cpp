@@ -263,8 +263,8 @@ int train(const Options& o, examples::h5ad::File& file, const examples::h5ad::H5
       optimizer.zero_grad();
       const torch::Tensor loss = torch::nn::functional::cross_entropy(model(batch.x), batch.y);
       loss.backward();
-      for (torch::Tensor& parameter : model->parameters()) {  // average the gradients over the ranks
-        torch::Tensor grad = parameter.mutable_grad();
+      for (torch::Tensor& parameter : model->parameters()) {   // average the gradients over the ranks
+        const torch::Tensor& grad = parameter.mutable_grad();  // a handle: in-place ops reach the gradient
         MPI_Allreduce(MPI_IN_PLACE, grad.data_ptr<float>(), static_cast<int>(grad.numel()), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
         grad.div_(world);
