@@ -72,6 +72,8 @@ Workload workload(std::string name, Make make) {
           consume_first_batch(restarted, n);
         };
       },
+      .prepare = {},
+      .peer = {},
   };
 }
 
@@ -125,6 +127,8 @@ Workload floor_workload() {
           },
       .first_batch = {},
       .restore = {},
+      .prepare = {},
+      .peer = {},
   };
 }
 

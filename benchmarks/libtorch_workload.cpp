@@ -70,6 +70,8 @@ Workload libtorch_workload() {
           consume(restarted, 1);
         };
       },
+      .prepare = {},
+      .peer = {},
   };
 }
 

@@ -40,6 +40,7 @@ std::vector<bench::Workload> all_workloads() {
   for (bench::Workload& w : bench::chunksampler_workloads()) workloads.push_back(std::move(w));
 #ifdef CHUNKSAMPLER_BENCH_LIBTORCH
   workloads.push_back(bench::libtorch_workload());
+  for (bench::Workload& w : bench::dataloader_workloads()) workloads.push_back(std::move(w));
 #endif
   return workloads;
 }
@@ -84,6 +85,7 @@ std::int64_t status_kb(std::string_view field) {
 
 // In a fresh process: the peak resident memory one workload adds to the process, in bytes.
 int probe(const bench::Workload& w, std::int64_t n) {
+  if (w.prepare) w.prepare(n);
   const std::int64_t empty = status_kb("VmRSS");
   if (n <= w.max_epoch_n) {
     w.epoch(n);
@@ -235,7 +237,8 @@ int main(int argc, char** argv) {
     // milliseconds (its cost varies most: 11% to 21% between repetitions at 10^6), and of one
     // where it takes libtorch seconds.
     if (once) b->Iterations(1);
-    else if (workloads[w].name.starts_with("libtorch") && n >= 100'000'000) b->Repetitions(1);
+    else if (workloads[w].name.find("DistributedRandomSampler") != std::string::npos && n >= 100'000'000)
+      b->Repetitions(1);
     else b->Repetitions(n <= 10'000'000 ? 15 : 5);
   };
   for (const std::int64_t n : sizes)
@@ -244,16 +247,19 @@ int main(int argc, char** argv) {
       if (n > work.max_n) continue;
       if (n <= work.max_epoch_n)
         add("epoch", w, n, [&work, n](benchmark::State& state) {
+          if (work.prepare) work.prepare(n);
           std::int64_t positions = 0;
           for (auto _ : state) positions = work.epoch(n);
           state.counters["positions"] = static_cast<double>(positions);
         });
       if (work.first_batch)
         add("first", w, n, [&work, n](benchmark::State& state) {
+          if (work.prepare) work.prepare(n);
           for (auto _ : state) work.first_batch(n);
         });
       if (work.restore)
         add("restore", w, n, [&work, n](benchmark::State& state) {
+          if (work.prepare) work.prepare(n);
           const std::function<void()> restore = work.restore(n);
           for (auto _ : state) restore();
         });
@@ -302,7 +308,12 @@ int main(int argc, char** argv) {
     for (std::size_t w = 0; w < workloads.size(); ++w) {
       const std::optional<double> ns = per_position(w, n);
       const std::optional<double> floor = per_position(0, n);
-      const std::optional<double> peer = libtorch == workloads.end() ? std::nullopt : per_position(libtorch_index, n);
+      const auto named_peer = std::find_if(workloads.begin(), workloads.end(),
+                                           [&](const bench::Workload& p) { return p.name == workloads[w].peer; });
+      const std::optional<double> peer = named_peer != workloads.end()
+                                             ? per_position(static_cast<std::size_t>(named_peer - workloads.begin()), n)
+                                         : libtorch == workloads.end() ? std::nullopt
+                                                                       : per_position(libtorch_index, n);
       const Measured* first = find("first", w, n);
       const Measured* restore = find("restore", w, n);
       const auto mem = memory.find({"memory", w, n});

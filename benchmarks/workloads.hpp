@@ -36,6 +36,11 @@ struct Workload {
   /// Takes a checkpoint in the middle of an epoch and returns what the timing repeats:
   /// restore it into a new sampler and consume the next batch. Empty when unsupported.
   std::function<std::function<void()>(std::int64_t n)> restore;
+  /// Run before the timed loop and before the memory probe's baseline (say, building an in-memory
+  /// dataset), so neither time nor peak memory counts it. Empty when nothing is needed.
+  std::function<void(std::int64_t n)> prepare;
+  /// The workload the "× libtorch" column divides by (its name); empty: libtorch's sampler.
+  std::string peer;
 };
 
 /// The shuffle floor: 16,384-position buffers filled and shuffled (pcg32, Lemire's bounded
@@ -46,5 +51,9 @@ struct Workload {
 /// libtorch's torch::data::samplers::DistributedRandomSampler(N, 8, 0) with next(256); only in
 /// builds that found libtorch (CHUNKSAMPLER_BENCH_LIBTORCH).
 [[nodiscard]] Workload libtorch_workload();
+/// libtorch's DataLoader (workers 0 and 2) over an in-memory dataset, driven by chunksampler's
+/// adapter (<chunksampler/torch.hpp>) and by DistributedRandomSampler(N, 8, 0); only in builds
+/// that found libtorch.
+[[nodiscard]] std::vector<Workload> dataloader_workloads();
 
 }  // namespace bench
