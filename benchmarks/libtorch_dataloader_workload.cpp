@@ -132,8 +132,8 @@ std::vector<Workload> dataloader_workloads() {
     const std::string suffix = workers == 0 ? "" : " (2 workers)";
     const std::string peer = "libtorch DataLoader, DistributedRandomSampler" + suffix;
     result.push_back(loader_workload(peer, peer, workers, libtorch_loader));
-    result.push_back(loader_workload("libtorch DataLoader, chunksampler adapter" + suffix, peer, workers,
-                                     chunksampler_loader));
+    result.push_back(
+        loader_workload("libtorch DataLoader, chunksampler adapter" + suffix, peer, workers, chunksampler_loader));
   }
   return result;
 }
