@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from . import _workers
 from ._convert import index, optional_index
 from ._errors import ConfigError
-from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler
+from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler, _worker
 from ._types import RequestArrays, SamplerStateDict
 
 __all__ = ["BatchSampler"]
@@ -37,13 +36,6 @@ class _Iteration:
         self.first = first
         self.total = total
         self.yielded = 0
-
-
-def _worker() -> tuple[int, int]:
-    """The DataLoader worker this process is, else the whole rank: what a sampler's ``worker=None``
-    means."""
-    info = _workers.get_torch_worker_info()
-    return (0, 1) if info is None else (info.id, info.num_workers)
 
 
 def _rows(request: RequestArrays) -> np.ndarray:
@@ -113,14 +105,14 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         """Batches the next iteration yields: a whole epoch's, or after ``load_state_dict`` those the
         restored epoch has left (so ``len(loader)`` is what the loader will yield). During an
         iteration, the next one's."""
-        return self._sampler.n_batches_left(self._n_obs, worker=_worker())
+        return self._sampler.n_batches_left(self._n_obs, worker=_worker(None))
 
     def __iter__(self) -> Iterator[list[int]]:
         """Plays the sampler's next epoch (from a restored point if one is pending) and yields its
         batches. The epoch begins at the first ``next()``, not at ``iter()``, as with torch's own
         samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
         only the second iterator."""
-        worker = _worker()
+        worker = _worker(None)  # the DataLoader worker this process is, else the whole rank
         whole = self._sampler.n_batches(self._n_obs, worker=worker)
         left = self._sampler.n_batches_left(self._n_obs, worker=worker)
         requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
