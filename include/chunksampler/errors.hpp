@@ -2,6 +2,8 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace chunksampler {
 
@@ -43,6 +45,27 @@ class StateMismatchError : public StateError {
 class StateFormatError : public StateError {
  public:
   using StateError::StateError;
+};
+
+/// A checkpoint file `load_state` cannot read: missing, or unreadable; `code()` holds the
+/// operating system's reason (`std::errc::no_such_file_or_directory` for a missing one). A
+/// `StateError`, so a job that starts afresh on a torn checkpoint does so on a missing one too.
+class StateFileError : public StateError {
+ public:
+  StateFileError(std::error_code code, const std::string& what) : StateError(what), code_(code) {}
+  /// The operating system's error.
+  [[nodiscard]] const std::error_code& code() const noexcept { return code_; }
+
+ private:
+  std::error_code code_;
+};
+
+/// `save_state` or `write_atomically` could not write, sync or rename a checkpoint file (a full
+/// disk, no permission); `code()` holds the operating system's error. The previous checkpoint,
+/// if any, is still in place. Not a `StateError`: nothing is wrong with the state.
+class StateWriteError : public std::system_error {
+ public:
+  using std::system_error::system_error;
 };
 
 /// The launcher's environment, not an argument, is at fault: a rank variable set without its
