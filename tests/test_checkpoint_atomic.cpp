@@ -39,7 +39,10 @@ namespace cs = chunksampler;
 // `count` distinct states of one sampler, of different lengths (so that a file mixing two would
 // not even have the right size): after 10^0, 10^1, ... batches of an epoch over 10^12.
 std::vector<cs::SamplerState> distinct_states(int count) {
-  cs::RandomSampler sampler({.chunk_size = 64, .preload_nchunks = 4, .batch_size = 32, .seed = 19});
+  // Named options: with the options built in the call, GCC 12 at -O1 under TSan warns (falsely)
+  // that the sampler's num_samples may be read uninitialized.
+  const cs::RandomOptions options{.chunk_size = 64, .preload_nchunks = 4, .batch_size = 32, .seed = 19};
+  cs::RandomSampler sampler(options);
   (void)sampler.sample(1'000'000'000'000);
   std::vector<cs::SamplerState> states;
   std::int64_t done = 1;
@@ -76,7 +79,7 @@ TEST_CASE("checkpoint: a save killed at any moment leaves the previous state or 
           "[checkpoint]") {
   // After `initial` is saved, each round forks a child that saves `a` and `b` in turn to the same
   // path as fast as it can, and kills it with SIGKILL (no handler, no cleanup) after a drawn
-  // delay of 0.2 ms to 3 ms, or to three saves where a save takes longer: most of a save is its
+  // delay of 0.2 ms to 3 ms, or to two saves where a save takes longer: most of a save is its
   // two fsyncs, 0.4 ms on an idle ext4 disk and ten times that while another build writes. The
   // child is the only writer and `path` is only ever renamed over, so what a kill can tear is a
   // temporary file: a kill inside save_state leaves one behind, which the test counts.
@@ -94,7 +97,7 @@ TEST_CASE("checkpoint: a save killed at any moment leaves the previous state or 
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count()));
   }
   std::ranges::sort(save_us);
-  const std::int64_t longest_delay = std::max<std::int64_t>(3'000, 3 * save_us[2]);
+  const std::int64_t longest_delay = std::max<std::int64_t>(3'000, 2 * save_us[2]);
   support::ConfigRng g(190002);
   std::map<std::string, int> outcomes;
   int kills_inside_save = 0;
