@@ -4,16 +4,23 @@
 #include "workloads.hpp"
 
 #include <chunksampler.hpp>
+#include <chunksampler/checkpoint.hpp>
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <pcg_random.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 namespace cs = chunksampler;
 
@@ -79,6 +86,63 @@ Workload workload(std::string name, Make make) {
 
 cs::DistInfo rank0() { return {.rank = 0, .world_size = world_size}; }
 
+// A checkpoint saved by cs::save_state into a directory of its own under the system's temporary
+// directory, removed with it.
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(const cs::SamplerState& state) {
+    static int made = 0;
+    do dir_ = std::filesystem::temp_directory_path() / fmt::format("chunksampler-bench-{}-{}", ::getpid(), made++);
+    while (!std::filesystem::create_directory(dir_));
+    cs::save_state(path(), state);
+  }
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
+  ~CheckpointFile() {
+    std::error_code ignored;  // a destructor must not throw; a leftover file in /tmp is harmless
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  [[nodiscard]] std::filesystem::path path() const { return dir_ / "job.state"; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// A restarted job's way back: `checkpoint(n)` is the state a job saved in the middle of an epoch
+// over n, put on disk before the timing; the timing repeats what the restarted job does, from
+// the file to its first batch: cs::load_state(path, sampler) into the sampler `make()` builds,
+// sample(n), the first request's first batch. (The file is in the page cache after the first
+// repetition: this is the library's cost, not the disk's.)
+template <class Checkpoint, class Make>
+Workload from_checkpoint_file(std::string name, Checkpoint checkpoint, Make make) {
+  return {
+      .name = std::move(name),
+      .max_epoch_n = 0,
+      .max_n = cs::detail::max_size,
+      .epoch = {},
+      .first_batch = {},
+      .restore = [checkpoint, make](std::int64_t n) -> std::function<void()> {
+        auto file = std::make_shared<const CheckpointFile>(checkpoint(n));
+        return [file, make, n] {
+          auto restarted = make();
+          benchmark::DoNotOptimize(cs::load_state(file->path(), restarted));
+          consume_first_batch(restarted, n);
+        };
+      },
+      .prepare = {},
+      .peer = {},
+  };
+}
+
+// The state of `sampler` after half the batches of its epoch over n (of the batches left, after
+// a restore).
+template <class Sampler>
+cs::SamplerState halfway(Sampler& sampler, std::int64_t n, std::int64_t done_before = 0) {
+  const std::int64_t left = sampler.n_batches_left(n);
+  { auto played = sampler.sample(n); }  // the epoch the state describes is the one last played
+  return sampler.state(done_before + left / 2);
+}
+
 }  // namespace
 
 std::vector<Workload> chunksampler_workloads() {
@@ -91,6 +155,46 @@ std::vector<Workload> chunksampler_workloads() {
       workload("chunksampler global",
                [random] { return cs::DistributedSampler(random, rank0(), {.mode = cs::ShardMode::global}); }),
       workload("chunksampler sequential", [sequential] { return cs::DistributedSampler(sequential, rank0()); }),
+  };
+}
+
+std::vector<Workload> checkpoint_workloads() {
+  // Every sampler is built from the options, none copied from another: GCC 12 at -O2 takes the
+  // empty std::optional<SamplerState> in a copied sampler's cursor for an uninitialized one.
+  const cs::RandomOptions options{
+      .chunk_size = chunk_size, .preload_nchunks = preload_nchunks, .batch_size = batch_size, .seed = seed};
+  const auto random = [options] { return cs::RandomSampler(options); };
+  const auto contiguous = [options] { return cs::DistributedSampler(cs::RandomSampler(options), rank0()); };
+  // An elastic restart: the job ran on 8 ranks and comes back on 6.
+  const cs::DistributedOptions global{.mode = cs::ShardMode::global};
+  const auto rank0_of_8 = [options, global] {
+    return cs::DistributedSampler(cs::RandomSampler(options), rank0(), global);
+  };
+  const auto rank0_of_6 = [options, global] {
+    return cs::DistributedSampler(cs::RandomSampler(options), cs::DistInfo{.rank = 0, .world_size = 6}, global);
+  };
+  const auto halfway_of = [](const auto& make) {
+    return [make](std::int64_t n) {
+      auto sampler = make();
+      return halfway(sampler, n);
+    };
+  };
+  return {
+      from_checkpoint_file("checkpoint file: RandomSampler, 1 rank", halfway_of(random), random),
+      from_checkpoint_file("checkpoint file: contiguous", halfway_of(contiguous), contiguous),
+      // The 8 ranks' state: the restore re-deals the batches they left among the 6.
+      from_checkpoint_file("checkpoint file: global, 8 -> 6 ranks", halfway_of(rank0_of_8), rank0_of_6),
+      // A state the 6 ranks took halfway through what they were dealt: it names the 8 runs.
+      from_checkpoint_file(
+          "checkpoint file: global, re-dealt 8 -> 6",
+          [rank0_of_8, rank0_of_6](std::int64_t n) {
+            auto old = rank0_of_8();
+            const cs::SamplerState dealt = halfway(old, n);
+            auto restarted = rank0_of_6();
+            restarted.restore(dealt);
+            return halfway(restarted, n, dealt.batches_done());
+          },
+          rank0_of_6),
   };
 }
 

@@ -38,6 +38,7 @@ namespace {
 std::vector<bench::Workload> all_workloads() {
   std::vector<bench::Workload> workloads{bench::floor_workload()};
   for (bench::Workload& w : bench::chunksampler_workloads()) workloads.push_back(std::move(w));
+  for (bench::Workload& w : bench::checkpoint_workloads()) workloads.push_back(std::move(w));
 #ifdef CHUNKSAMPLER_BENCH_LIBTORCH
   workloads.push_back(bench::libtorch_workload());
   for (bench::Workload& w : bench::dataloader_workloads()) workloads.push_back(std::move(w));
@@ -90,7 +91,7 @@ int probe(const bench::Workload& w, std::int64_t n) {
   if (n <= w.max_epoch_n) {
     w.epoch(n);
   } else {
-    w.first_batch(n);
+    if (w.first_batch) w.first_batch(n);
     if (w.restore) w.restore(n)();
   }
   fmt::print("{}\n", (status_kb("VmHWM") - empty) * 1024);
@@ -317,7 +318,7 @@ int main(int argc, char** argv) {
       const Measured* first = find("first", w, n);
       const Measured* restore = find("restore", w, n);
       const auto mem = memory.find({"memory", w, n});
-      if (!ns && first == nullptr) continue;
+      if (!ns && first == nullptr && restore == nullptr) continue;
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} |\n", workloads[w].name, size_name(n),
                  cell(ns, [](double v) { return fmt::format("{:.2f}", v); }),
                  cell(ns && floor ? std::optional(*ns / *floor) : std::nullopt,
@@ -327,6 +328,9 @@ int main(int argc, char** argv) {
                  first ? duration(first->median_ns()) : "–", restore ? duration(restore->median_ns()) : "–",
                  mem == memory.end() ? "–" : bytes(mem->second));
     }
+  fmt::print("\nRestore + next batch: from a state's text in memory (SamplerState::parse, restore), and for the "
+             "\"checkpoint file\" rows from the file on disk, in the page cache (cs::load_state(path, sampler)), each "
+             "to the first batch of the resumed epoch.\n");
   for (const std::string& name : missing) fmt::print(stderr, "chunksampler_bench: no result for {}\n", name);
   return missing.empty() ? 0 : 1;
 }

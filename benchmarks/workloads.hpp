@@ -48,6 +48,10 @@ struct Workload {
 [[nodiscard]] Workload floor_workload();
 /// DistributedSampler(RandomSampler) in both shard modes, and DistributedSampler(SequentialSampler).
 [[nodiscard]] std::vector<Workload> chunksampler_workloads();
+/// The restart of a job from a checkpoint file in the middle of an epoch (load_state, sample, the
+/// first batch): RandomSampler on 1 rank, DistributedSampler(RandomSampler) in contiguous mode,
+/// and in global mode restarted from 8 ranks on 6, with the 8 ranks' state and with the 6 ranks'.
+[[nodiscard]] std::vector<Workload> checkpoint_workloads();
 /// libtorch's torch::data::samplers::DistributedRandomSampler(N, 8, 0) with next(256); only in
 /// builds that found libtorch (CHUNKSAMPLER_BENCH_LIBTORCH).
 [[nodiscard]] Workload libtorch_workload();

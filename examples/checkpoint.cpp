@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: MIT
 // checkpoint: exact resume and elastic restarts, the way a training job uses them.
 //
-// A 4-rank job in global shard mode writes the sampler's state to a file every few batches and
-// is stopped in the middle of a request. It is restarted from the file twice: on 4 ranks, where
-// every rank's remaining batches must equal the uninterrupted run's, and on 3 ranks, where the
-// rest of the epoch must be read exactly once across the old and the new ranks.
+// A 4-rank job in global shard mode saves the sampler's state to a checkpoint file every few
+// batches (cs::save_state: atomic, with a checksum) and is stopped in the middle of a request. It is restarted from the
+// file twice: on 4 ranks, where every rank's remaining batches must equal the uninterrupted run's, and on 3 ranks,
+// where the rest of the epoch must be read exactly once across the old and the new ranks.
 //
 //   checkpoint            # prints what it checked; exit status 1 if anything differs
 
 #include "common/training.hpp"
 
 #include <chunksampler.hpp>
+#include <chunksampler/checkpoint.hpp>
 
 #include <fmt/format.h>
 
@@ -42,11 +43,7 @@ std::vector<Batch> train(std::int64_t rank, std::int64_t world_size, const std::
                          Checkpoints checkpoints, std::int64_t stop_at) {
   cs::DistributedSampler sampler(base, cs::DistInfo{.rank = rank, .world_size = world_size}, options);
   std::int64_t done = 0;
-  if (checkpoints == Checkpoints::restore) {
-    const cs::SamplerState state = examples::read_state(state_file);
-    sampler.restore(state);
-    done = state.batches_done();
-  }
+  if (checkpoints == Checkpoints::restore) done = cs::load_state(state_file, sampler).batches_done();
   std::vector<Batch> trained;
   std::vector<std::int64_t> rows;  // the buffer a loader would fill: here just the observation ids
   for (const cs::LoadRequest& request : sampler.sample(n_obs)) {
@@ -55,7 +52,7 @@ std::vector<Batch> train(std::int64_t rank, std::int64_t world_size, const std::
       if (done == stop_at) return trained;
       trained.push_back(examples::batch_rows(rows, batch));
       if (++done % 5 == 0 && rank == 0 && checkpoints == Checkpoints::save)
-        examples::write_state(state_file, sampler.state(done));
+        cs::save_state(state_file, sampler.state(done));
     }
   }
   return trained;
@@ -75,8 +72,8 @@ int main() {
 
   std::vector<std::vector<Batch>> before;
   for (std::int64_t r = 0; r < 4; ++r) before.push_back(train(r, 4, state_file, Checkpoints::save, stop_at));
-  const std::string saved = examples::read_line(state_file);
-  fmt::print("stopped 4 ranks after {} batches; saved state: {}\n", stop_at, saved);
+  const cs::SamplerState saved = cs::load_state(state_file);
+  fmt::print("stopped 4 ranks after {} batches; saved state: {}\n", stop_at, saved.to_string());
 
   const std::size_t resumed_at = 35;  // the last state saved before the stop
   for (std::size_t r = 0; r < 4; ++r) {

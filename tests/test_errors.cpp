@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // errors.hpp: every throw is one of the library's types, told apart by type: a bad configuration
 // or argument (ConfigError), a state that does not fit (StateMismatchError), state text that is
-// not a state (StateFormatError), a launcher environment at fault (EnvironmentError); each still
+// not a state (StateFormatError), a checkpoint file that cannot be read (StateFileError) or
+// written (StateWriteError), a launcher environment at fault (EnvironmentError); each still
 // derives from the standard exception callers caught before.
 #include <chunksampler.hpp>
 
@@ -12,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 
 namespace cs = chunksampler;
@@ -38,6 +40,26 @@ TEST_CASE("the error types derive from the standard exceptions and from each oth
   STATIC_REQUIRE(std::is_base_of_v<std::runtime_error, cs::EnvironmentError>);
   STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateError, cs::ConfigError>);
   STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateMismatchError, cs::StateFormatError>);
+  // load_state's missing or unreadable file is a StateError, so a job that starts afresh on a
+  // torn checkpoint does on a missing one too; it is neither of the two above.
+  STATIC_REQUIRE(std::is_base_of_v<cs::StateError, cs::StateFileError>);
+  STATIC_REQUIRE(std::is_base_of_v<std::invalid_argument, cs::StateFileError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateFormatError, cs::StateFileError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateMismatchError, cs::StateFileError>);
+  // A save that fails is the system's error, not the state's: catch (StateError) to start
+  // afresh must not swallow a full disk.
+  STATIC_REQUIRE(std::is_base_of_v<std::system_error, cs::StateWriteError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<cs::StateError, cs::StateWriteError>);
+  STATIC_REQUIRE_FALSE(std::is_base_of_v<std::invalid_argument, cs::StateWriteError>);
+}
+
+TEST_CASE("the file errors carry the system's error code", "[errors]") {
+  const cs::StateFileError missing(std::make_error_code(std::errc::no_such_file_or_directory), "no checkpoint");
+  CHECK(missing.code() == std::errc::no_such_file_or_directory);
+  CHECK(std::string(missing.what()) == "no checkpoint");
+  const cs::StateWriteError full(std::make_error_code(std::errc::no_space_on_device), "cannot write");
+  CHECK(full.code() == std::errc::no_space_on_device);
+  CHECK_THAT(full.what(), Catch::Matchers::StartsWith("cannot write"));
 }
 
 TEST_CASE("a bad configuration or argument throws ConfigError", "[errors]") {

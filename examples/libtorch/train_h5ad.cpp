@@ -23,6 +23,7 @@
 #include "common/parse.hpp"
 
 #include <chunksampler.hpp>
+#include <chunksampler/checkpoint.hpp>
 #include <chunksampler/torch.hpp>
 
 #include <fmt/format.h>
@@ -40,6 +41,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -199,9 +201,9 @@ void save_checkpoint(const std::string& path, const Adapter& batches, torch::nn:
   archive.write("example/epoch", torch::IValue(epoch));
   archive.write("example/per_rank", torch::IValue(per_rank.values));
   archive.write("example/loss", torch::IValue(losses.values));
-  const std::string partial = path + ".partial";  // a crash while writing keeps the last checkpoint
-  archive.save_to(partial);
-  std::filesystem::rename(partial, path);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  cs::write_atomically(path, bytes.str());  // a crash while writing keeps the last checkpoint
 }
 
 template <class Adapter>

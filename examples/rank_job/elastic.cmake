@@ -17,8 +17,19 @@ endfunction()
 
 run_job("run on 4 ranks, stopped after 37 batches of epoch 0:" 4 --epochs 2 --stop-after 37 --checkpoint
         "${WORK}/job.state" --out "${WORK}/part1")
-file(READ "${WORK}/job.state" state)
-message("checkpoint: ${state}")
+# save_state's file: a header with the state's size and CRC-32C, then the state's line.
+file(STRINGS "${WORK}/job.state" checkpoint)
+list(LENGTH checkpoint lines)
+if(NOT lines EQUAL 2)
+  message(FATAL_ERROR "FAIL: the checkpoint has ${lines} lines, not a header and a state")
+endif()
+list(GET checkpoint 0 header)
+list(GET checkpoint 1 state)
+message("checkpoint: ${header}\nstate: ${state}")
+if(NOT header MATCHES "^chunksampler-checkpoint/1 bytes=[0-9]+ crc32c=[0-9a-f]+$" OR NOT state MATCHES
+                                                                                      " batches_done=37 ")
+  message(FATAL_ERROR "FAIL: not save_state's checkpoint of the state after 37 batches")
+endif()
 run_job("restart on 3 ranks:" 3 --epochs 2 --resume "${WORK}/job.state" --after "${WORK}/part1" --out "${WORK}/part2")
 if(NOT output MATCHES "epoch 0: [0-9]+ observations of [0-9]+ read once each by 2 runs")
   message(FATAL_ERROR "the restarted run did not check epoch 0 over both runs")

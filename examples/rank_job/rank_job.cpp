@@ -24,6 +24,7 @@
 #include "common/training.hpp"
 
 #include <chunksampler.hpp>
+#include <chunksampler/checkpoint.hpp>
 #ifdef CHUNKSAMPLER_RANK_JOB_MPI
 #include "common/mpi_job.hpp"
 
@@ -140,11 +141,7 @@ RankReads train(const Options& o, cs::DistInfo info) {
   cs::DistributedSampler sampler(base, info, {.mode = o.mode, .remainder = o.remainder});
   RankReads reads{.rank = info.rank, .world_size = info.world_size, .epochs = {}};
   std::int64_t done = 0;  // batches of the current epoch, counted from its start (before a restart too)
-  if (!o.resume.empty()) {
-    const cs::SamplerState state = examples::read_state(o.resume);
-    sampler.restore(state);
-    done = state.batches_done();
-  }
+  if (!o.resume.empty()) done = cs::load_state(o.resume, sampler).batches_done();
   std::vector<std::int64_t> rows;  // the buffer a loader would fill: here just the observation ids
   for (bool first = true; sampler.epoch() < o.epochs; first = false, done = 0) {
     std::vector<Batch>& batches = reads.epochs[sampler.epoch()];
@@ -152,7 +149,7 @@ RankReads train(const Options& o, cs::DistInfo info) {
       examples::fill_buffer(request.chunks, rows);
       for (auto batch : request.splits) {
         if (first && o.stop_after == done) {
-          if (info.rank == 0) examples::write_state(o.checkpoint, sampler.state(done));
+          if (info.rank == 0) cs::save_state(o.checkpoint, sampler.state(done));
           return reads;
         }
         batches.push_back(examples::batch_rows(rows, batch));
