@@ -587,6 +587,13 @@ TEST_CASE("checkpoint: files that are not checkpoints of this version are refuse
     REQUIRE(at_limit);
     CHECK_THAT(at_limit->what(), Contains("not a chunksampler checkpoint"));
   }
+  SECTION("a FIFO is refused, not waited on") {
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    const auto e = thrown<cs::StateFileError>([&] { (void)cs::load_state(path); });
+    REQUIRE(e);
+    CHECK(e->code() == std::errc::invalid_argument);
+    CHECK_THAT(e->what(), Contains(path.string()) && Contains("not a regular file"));
+  }
 }
 
 TEST_CASE("checkpoint: load_state(path, sampler) names the file when the state does not fit", "[checkpoint]") {

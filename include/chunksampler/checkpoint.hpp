@@ -50,7 +50,8 @@ inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
 inline constexpr std::string_view checkpoint_magic = "chunksampler-checkpoint/";
 inline constexpr int checkpoint_version = 1;
 // No state text comes near this (a global-mode state names one run per rank it was dealt to);
-// a larger file is not a checkpoint, and is refused before it is read into memory.
+// a larger file is not a checkpoint, and is refused by its size before it is read (and, should
+// it grow while read, when the bytes read pass the limit).
 inline constexpr std::int64_t max_checkpoint_bytes = std::int64_t{64} << 20U;
 
 // An open file descriptor, closed on every path out.
@@ -107,10 +108,19 @@ inline int fsync_retrying(int fd) noexcept {
                                      std::error_code(error, std::generic_category()).message()));
   };
   int fd = -1;
-  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; a regular file ignores it.
+  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   while (fd < 0 && errno == EINTR);
   if (fd < 0) fail(errno, errno == ENOENT ? "is missing" : "cannot be opened");
   const Descriptor file(fd);
+  struct stat status{};
+  if (::fstat(file.get(), &status) != 0) fail(errno, "cannot be read");
+  // A FIFO or a device has no size to check and may never end: only regular files are read.
+  if (S_ISDIR(status.st_mode)) fail(EISDIR, "is a directory");
+  if (!S_ISREG(status.st_mode)) fail(EINVAL, "is not a regular file");
+  if (status.st_size > max_checkpoint_bytes)
+    throw_state_format("load_state: checkpoint {:?} is {} bytes, larger than {} bytes: not a chunksampler checkpoint",
+                       path.string(), status.st_size, max_checkpoint_bytes);
   std::string text;
   std::array<char, 4096> block{};
   for (;;) {
@@ -214,8 +224,10 @@ decltype(auto) naming_file(const std::filesystem::path& path, Body body) {
 /// Replaces the file at `path` with `bytes` so that a reader, even after a crash or a power cut
 /// at any moment, finds the old contents or the new ones, never a mix: the bytes go to a new
 /// file beside it (`<name>.tmp-<pid>-<n>`), which is synced, renamed over `path`, and the
-/// directory synced. Throws `StateWriteError` naming the step and the file; the temporary file is
-/// removed then, but a process killed mid-write leaves it behind (nothing reads it). Use it for
+/// directory synced. Throws `StateWriteError` naming the step and the file: before the rename the
+/// old contents stay in place and the temporary file is removed; after it (syncing the
+/// directory failed) the new contents are in place but may not survive a power cut. A process
+/// killed mid-write leaves its temporary file behind (nothing reads it). Use it for
 /// what is saved with the sampler's state (a model's weights) when it lives in its own file.
 ///
 ///     cs::write_atomically("model.pt", bytes);
@@ -256,8 +268,8 @@ inline void write_atomically(const std::filesystem::path& path, std::string_view
 /// Writes `state` to the checkpoint file at `path`, atomically and durably (`write_atomically`):
 /// a header line `chunksampler-checkpoint/1 bytes=<n> crc32c=<hex>`, then the state's text
 /// (`SamplerState::to_string()`) on a line of its own, which the header's size and CRC-32C
-/// cover. Throws `StateWriteError` when the file cannot be written; the previous checkpoint is
-/// then still in place.
+/// cover. Throws `StateWriteError` when the file cannot be written (as `write_atomically`: the
+/// previous checkpoint stays in place unless only the directory's sync failed).
 ///
 ///     if (++done % 100 == 0 && rank == 0) cs::save_state("job.state", sampler.state(done));
 inline void save_state(const std::filesystem::path& path, const SamplerState& state) {

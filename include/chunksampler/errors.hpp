@@ -62,7 +62,8 @@ class StateFileError : public StateError {
 
 /// `save_state` or `write_atomically` could not write, sync or rename a checkpoint file (a full
 /// disk, no permission); `code()` holds the operating system's error. The previous checkpoint,
-/// if any, is still in place. Not a `StateError`: nothing is wrong with the state.
+/// if any, is still in place, unless only the directory's sync after the rename failed (the new
+/// one is then in place, not yet durable). Not a `StateError`: nothing is wrong with the state.
 class StateWriteError : public std::system_error {
  public:
   using std::system_error::system_error;
