@@ -69,7 +69,8 @@ struct Options {
   chaos::Break broken = chaos::Break::none;
 };
 
-inline constexpr examples::Choice<chaos::Break> breaks[] = {{"twice", chaos::Break::twice},
+inline constexpr examples::Choice<chaos::Break> breaks[] = {{"none", chaos::Break::none},
+                                                            {"twice", chaos::Break::twice},
                                                             {"lose", chaos::Break::lose}};
 
 // A seed as printed (0x followed by hex digits) or in decimal.
@@ -99,7 +100,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--mpirun", o.mpirun, "OpenMPI's launcher")->type_name("PROGRAM")->default_str(o.mpirun);
   app.add_option("--rank-program", o.rank_program, "the job's program (default: chaos_rank beside this one)")
       ->type_name("PATH");
-  cli.integer("--timeout", o.timeout_s, "a launch that runs longer has hung", std::int64_t{1});
+  cli.integer("--timeout", o.timeout_s, "seconds after which a launch has hung", std::int64_t{1});
   app.add_flag("--require-elastic", o.require_elastic,
                "fail unless some restart re-dealt a partly trained epoch on 3 ranks and\nsome on 5");
   cli.choice("--break", o.broken, breaks,

@@ -66,7 +66,9 @@ std::vector<pid_t> descendants(pid_t root) {
 bool Exit::success() const noexcept { return !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 std::string Exit::describe() const {
-  if (timed_out) return fmt::format("no end after {:.0f} s (killed)", seconds);
+  if (timed_out)
+    return fmt::format("no end after {:.0f} s: killed, with {} process{} it had started", seconds, orphans_killed,
+                       orphans_killed == 1 ? "" : "es");
   if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
   return fmt::format("wait status {}", status);
@@ -98,7 +100,7 @@ Exit run_with_timeout(const std::vector<std::string>& argv, const std::filesyste
       // The processes are found before any dies: an orphan would move to another parent.
       const std::vector<pid_t> started = descendants(pid);
       ::kill(pid, SIGKILL);
-      for (const pid_t child : started) ::kill(child, SIGKILL);
+      for (const pid_t child : started) exit.orphans_killed += ::kill(child, SIGKILL) == 0 ? 1 : 0;
       while (::waitpid(pid, &exit.status, 0) < 0 && errno == EINTR) {}
       exit.timed_out = true;
       break;

@@ -16,9 +16,10 @@ struct Exit {
   bool timed_out = false;
   int status = 0;  ///< waitpid's status
   double seconds = 0;
+  int orphans_killed = 0;  ///< timed out: the processes it had started, killed with it
 
   [[nodiscard]] bool success() const noexcept;
-  /// "exit status 0", "exit status 137", "killed by signal 9", "no end after 60 s (killed)".
+  /// "exit status 0", "exit status 137", "killed by signal 9", "no end after 60 s: killed, ...".
   [[nodiscard]] std::string describe() const;
 };
 
