@@ -48,12 +48,16 @@ struct Job {
 
 using Sampler = cs::DistributedSampler<cs::RandomSampler>;
 
+/// The sampler every rank of the job wraps.
+inline cs::RandomSampler base_sampler(const Job& job) {
+  return cs::RandomSampler(
+      {.chunk_size = job.chunk_size, .preload_nchunks = job.preload, .batch_size = job.batch_size, .seed = job.seed});
+}
+
 /// The sampler rank `info.rank` of the job trains with; the driver builds the same one to compute
 /// what an uninterrupted job reads.
 inline Sampler make_sampler(const Job& job, cs::DistInfo info) {
-  const cs::RandomSampler base(
-      {.chunk_size = job.chunk_size, .preload_nchunks = job.preload, .batch_size = job.batch_size, .seed = job.seed});
-  return Sampler(base, info, {.mode = job.mode, .remainder = job.remainder});
+  return Sampler(base_sampler(job), info, {.mode = job.mode, .remainder = job.remainder});
 }
 
 /// The job's settings as chaos_rank's options.
