@@ -41,6 +41,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -150,14 +151,14 @@ class Killer {
 
   // Called at every point of every step: dies if this is the planned one. The save phases come
   // at the first checkpoint from the planned step on, so they land on any step the driver draws.
-  void at(std::int64_t step, chaos::Phase phase, chaos::Position at) {
+  void at(std::int64_t step, chaos::Phase phase, chaos::Position where) {
     current_step_.store(step, std::memory_order_relaxed);
     if (!armed_) return;
     if (phase_ == chaos::Phase::timed && phase == chaos::Phase::before_log && step == step_) arm_timer();
     const bool due = chaos::saves(phase) ? step >= step_ : step == step_;
     if (phase == phase_ && due)
-      die(marker_,
-          fmt::format("killed step={} phase={} epoch={} batch={}", step, chaos::phase_name(phase), at.epoch, at.index));
+      die(marker_, fmt::format("killed step={} phase={} epoch={} batch={}", step, chaos::phase_name(phase), where.epoch,
+                               where.index));
   }
 
   // The job ended before a timed kill went off: it never will.

@@ -2,17 +2,21 @@
 #include "chaos/check.hpp"
 
 #include "common/arith.hpp"
+#include "common/parse.hpp"
 #include "common/training.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -202,12 +206,16 @@ std::vector<std::vector<LoggedBatch>> checked_lines(const Job& job, const Launch
     const std::string_view marker = launch.kill_marker;
     const auto step_text = marker_field(marker, "step");
     const auto phase_text = marker_field(marker, "phase");
-    if (!step_text || !phase_text) {
-      f.fail("launch {}: the kill marker {:?} is not one chaos_rank writes", j, marker);
+    std::int64_t step = 0;
+    Phase phase = Phase::timed;
+    try {
+      if (!step_text || !phase_text) throw examples::BadArgument("a field is missing");
+      step = examples::parse_integer<std::int64_t>("step", *step_text);
+      phase = examples::parse_choice("phase", *phase_text, phases);
+    } catch (const examples::BadArgument& e) {
+      f.fail("launch {}: the kill marker {:?} is not one chaos_rank writes: {}", j, marker, e.what());
       return lines;
     }
-    const auto step = examples::parse_integer<std::int64_t>("kill marker step", *step_text);
-    const Phase phase = examples::parse_choice("kill marker phase", *phase_text, phases);
     if (*launch.killed_rank != launch.kill->rank || phase != launch.kill->phase)
       f.fail("launch {}: rank {} died in phase {}, the plan was rank {} in {}", j, *launch.killed_rank,
              phase_name(phase), launch.kill->rank, phase_name(launch.kill->phase));
