@@ -12,9 +12,9 @@
 // the uninterrupted job, computed here (check.hpp says how). Every line names the seed that chose
 // it, so a failing round can be replayed alone. From build/dev/examples/chaos:
 //
-//   ./chaos --rounds 10 --seed 1                  # what ctest runs (chaos.mpirun), about 30 s
-//   ./chaos --replay 0x9c4f0c2d27a1b8e3           # one round again, by the seed it printed
-//   scripts/chaos.sh --rounds 200                 # a longer soak from the source tree
+//   ./chaos --rounds 10 --seed 2 --require-elastic   # what ctest runs (chaos.mpirun), 35 s on 2 cores
+//   ./chaos --replay 0x3e4e98c3ee83c1e8              # one round again, by the seed it printed
+//   scripts/chaos.sh --rounds 200                    # a longer soak, from the source tree
 //
 // As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the
 // environment. A timed kill lands wherever the clock says, so its round replays the same plan
