@@ -5,10 +5,14 @@
 // written (StateWriteError), a launcher environment at fault (EnvironmentError); each still
 // derives from the standard exception callers caught before.
 #include <chunksampler.hpp>
+#include <chunksampler/checkpoint.hpp>
+
+#include "checkpoint_support.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -128,12 +132,18 @@ TEST_CASE("state text that is not a state throws StateFormatError", "[errors]") 
 
 TEST_CASE("a training script can start afresh on a stale checkpoint and stop on a bad configuration", "[errors]") {
   // The pattern the README shows: catch StateError, let ConfigError through.
-  const std::string fresh = state_after_three(random_sampler(7)).to_string();
-  const std::string stale = state_after_three(random_sampler(9)).to_string();
-  const auto resume_or_start = [](std::int64_t chunk_size, const std::string& checkpoint) {
+  const support::TempDir dir;
+  const std::filesystem::path fresh = dir / "fresh.state";
+  const std::filesystem::path stale = dir / "stale.state";
+  const std::filesystem::path torn = dir / "torn.state";
+  cs::save_state(fresh, state_after_three(random_sampler(7)));
+  cs::save_state(stale, state_after_three(random_sampler(9)));
+  cs::save_state(torn, state_after_three(random_sampler(7)));
+  std::filesystem::resize_file(torn, std::filesystem::file_size(torn) - 3);
+  const auto resume_or_start = [](std::int64_t chunk_size, const std::filesystem::path& checkpoint) {
     cs::RandomSampler sampler({.chunk_size = chunk_size, .preload_nchunks = 2, .batch_size = 5, .seed = 7});
     try {
-      sampler.restore(cs::SamplerState::parse(checkpoint));
+      cs::load_state(checkpoint, sampler);
       return true;
     } catch (const cs::StateError&) {
       return false;
@@ -141,8 +151,8 @@ TEST_CASE("a training script can start afresh on a stale checkpoint and stop on 
   };
   CHECK(resume_or_start(10, fresh));
   CHECK_FALSE(resume_or_start(10, stale));
-  CHECK_FALSE(resume_or_start(10, "chunksampler-state/4 torn"));
-  CHECK_FALSE(resume_or_start(10, fresh.substr(0, fresh.size() - 3)));
+  CHECK_FALSE(resume_or_start(10, torn));
+  CHECK_FALSE(resume_or_start(10, dir / "missing.state"));
   CHECK_THROWS_AS(resume_or_start(0, fresh), cs::ConfigError);
 }
 
