@@ -13,6 +13,7 @@
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/random_sampler.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_base.hpp>

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chunksampler {
+
+namespace detail {
+
+/// `[start, stop)`, or `[start, end)` for an open-ended range, as error messages show a range.
+[[nodiscard]] inline std::string range_text(Slice range) {
+  return range.open_ended() ? fmt::format("[{}, end)", range.start) : fmt::format("[{}, {})", range.start, range.stop);
+}
+
+}  // namespace detail
+
+/// A mask of many ranges: sorted, disjoint, non-empty `Slice`s, the last of which may be
+/// open-ended (`Slice::from(start)`, ending at each epoch's `n_obs`). A train / validation /
+/// test split is rarely one range; this is the set of rows a sampler reads, in O(number of
+/// ranges) memory however many observations it covers.
+///
+///     cs::Ranges train{{0, 1'000}, {5'000, 8'000}, cs::Slice::from(20'000)};
+///     cs::Ranges closed = train.resolve(30'000);         // [0, 1000), [5000, 8000), [20000, 30000)
+///     closed.count();                                     // 14'000 observations
+///     closed.locate(1'000);                               // row 5'000
+///     cs::Ranges::Grid grid = closed.grid(64);            // chunks on the multiples of 64
+///     grid.chunk(0);                                      // [0, 64)
+///
+/// Adjacent ranges (`[0, 10), [10, 20)`) are accepted and merged into one (`[0, 20)`): they
+/// select the same rows, and a split that follows a categorical column on disk gives adjacent
+/// runs of one selection whose merging lets a grid chunk span the seam instead of being cut in
+/// two short reads. `size()`, `operator[]` and the indices in `resolve`'s messages count the
+/// merged ranges; the constructor's messages count the ranges as given.
+///
+/// Copies share the (immutable) storage, so a `Ranges` is cheap to pass by value and a `Grid`
+/// keeps the ranges it was made from alive.
+class Ranges {
+ public:
+  class Grid;
+
+  /// The ranges in `ranges`, checked and with adjacent ones merged. Throws `ConfigError` naming
+  /// the first offending range (or pair) by index and value: no ranges, an empty range,
+  /// `start < 0`, `stop > 2^62`, an open-ended range that is not the last or starts at or after
+  /// 2^62, unsorted or overlapping neighbours.
+  ///
+  ///     std::vector<cs::Slice> runs = runs_of_train_rows();
+  ///     cs::Ranges mask(runs);
+  explicit Ranges(std::span<const Slice> ranges) : data_(build(ranges)) {}
+  /// The ranges of a braced list: `cs::Ranges{{0, 10}, {20, 30}}`.
+  Ranges(std::initializer_list<Slice> ranges) : Ranges(std::span<const Slice>(ranges.begin(), ranges.size())) {}
+  /// One range, so a mask written as a `Slice` is a `Ranges` of one: `cs::Ranges mask = cs::Slice{16, 1000};`.
+  // Implicit on purpose: every mask written today as a Slice stays valid where a Ranges is taken.
+  Ranges(Slice range) : Ranges(std::span<const Slice>(&range, 1)) {}
+
+  /// Number of (merged) ranges.
+  [[nodiscard]] std::size_t size() const noexcept { return data_->ranges.size(); }
+  /// The `i`-th range (`i < size()`).
+  [[nodiscard]] const Slice& operator[](std::size_t i) const noexcept { return data_->ranges[i]; }
+  /// The ranges, in row order.
+  [[nodiscard]] std::span<const Slice> slices() const noexcept { return data_->ranges; }
+  /// Iteration over the ranges, in row order.
+  [[nodiscard]] std::span<const Slice>::iterator begin() const noexcept { return slices().begin(); }
+  /// End of the iteration over the ranges.
+  [[nodiscard]] std::span<const Slice>::iterator end() const noexcept { return slices().end(); }
+  /// True when the last range is open-ended (ends at each epoch's `n_obs`).
+  [[nodiscard]] bool open_ended() const noexcept { return data_->ranges.back().open_ended(); }
+
+  /// The closed ranges over `n_obs` observations: an open-ended last range becomes
+  /// `[start, n_obs)`. Throws `ConfigError` when `n_obs` is outside `[0, 2^62]`, a closed range
+  /// reaches past `n_obs`, or the open range starts at or after `n_obs` (it would be empty),
+  /// naming the range.
+  ///
+  ///     cs::Ranges{{0, 10}, cs::Slice::from(50)}.resolve(80);   // [0, 10), [50, 80)
+  [[nodiscard]] Ranges resolve(std::int64_t n_obs) const {
+    if (n_obs < 0 || n_obs > detail::max_size) detail::throw_config("Ranges: n_obs ({}) must be in [0, 2^62]", n_obs);
+    const std::vector<Slice>& ranges = data_->ranges;
+    const std::size_t last = ranges.size() - 1;
+    if (ranges[last].open_ended()) {
+      if (ranges[last].start >= n_obs)
+        detail::throw_config("Ranges: the open-ended ranges[{}] = {} must start before n_obs ({})", last,
+                             detail::range_text(ranges[last]), n_obs);
+    } else if (ranges[last].stop > n_obs) {
+      // Sorted ranges: the first range past n_obs is the first whose stop is.
+      const auto past = std::ranges::partition_point(ranges, [n_obs](const Slice& r) { return r.stop <= n_obs; });
+      const auto i = static_cast<std::size_t>(past - ranges.begin());
+      detail::throw_config("Ranges: ranges[{}] = {} must end at or before n_obs ({})", i, detail::range_text(*past),
+                           n_obs);
+    }
+    if (!open_ended()) return *this;
+    std::vector<Slice> closed = ranges;
+    closed.back() = closed.back().resolve(n_obs);
+    return Ranges(from_checked(std::move(closed)));
+  }
+
+  /// Observations in the union. Needs closed ranges: throws `ConfigError` on open-ended ones,
+  /// whose size depends on `n_obs` (`resolve(n_obs).count()`).
+  [[nodiscard]] std::int64_t count() const {
+    require_closed("count()");
+    return data_->before.back() + data_->ranges.back().size();
+  }
+
+  /// The `k`-th observation of the union (0-based, in row order) as an absolute row, in
+  /// O(log ranges). Needs closed ranges and `k` in `[0, count())`, else `ConfigError`.
+  ///
+  ///     cs::Ranges{{10, 20}, {50, 60}}.locate(12);   // 52
+  [[nodiscard]] std::int64_t locate(std::int64_t k) const {
+    if (k < 0 || k >= count()) detail::throw_config("Ranges::locate: k ({}) must be in [0, {})", k, count());
+    const std::vector<std::int64_t>& before = data_->before;
+    const auto i = static_cast<std::size_t>(std::ranges::upper_bound(before, k) - before.begin()) - 1;
+    return data_->ranges[i].start + (k - before[i]);
+  }
+
+  /// The inverse of `locate`: where `row` stands in the union (0-based), or `std::nullopt` when
+  /// the union does not hold it; O(log ranges). Works on open-ended ranges too.
+  ///
+  ///     cs::Ranges{{10, 20}, {50, 60}}.position_of(52);   // 12
+  [[nodiscard]] std::optional<std::int64_t> position_of(std::int64_t row) const noexcept {
+    const std::optional<std::size_t> i = range_of(row);
+    if (!i) return std::nullopt;
+    return data_->before[*i] + (row - data_->ranges[*i].start);
+  }
+
+  /// The index of the range that holds `row`, or `std::nullopt`; O(log ranges).
+  [[nodiscard]] std::optional<std::size_t> range_of(std::int64_t row) const noexcept {
+    const std::vector<Slice>& ranges = data_->ranges;
+    const auto after = std::ranges::upper_bound(ranges, row, {}, &Slice::start);
+    if (after == ranges.begin()) return std::nullopt;
+    const auto i = static_cast<std::size_t>(after - ranges.begin()) - 1;
+    if (!ranges[i].contains(row)) return std::nullopt;
+    return i;
+  }
+
+  /// Number of grid chunks of `chunk_size` over the union (see `Grid`), in O(ranges). Needs
+  /// closed ranges and `chunk_size` in `[1, 2^62]`, else `ConfigError`.
+  [[nodiscard]] std::int64_t n_chunks(std::int64_t chunk_size) const {
+    check_chunk_size(chunk_size);
+    require_closed("n_chunks()");
+    std::int64_t total = 0;
+    for (const Slice& range : data_->ranges) total += chunks_in(range, chunk_size);
+    return total;
+  }
+
+  /// The grid chunks of `chunk_size` over these (closed) ranges, with random access in
+  /// O(log ranges); building it costs O(ranges) time and memory.
+  [[nodiscard]] Grid grid(std::int64_t chunk_size) const;
+
+  /// Equal when they hold the same ranges (after merging).
+  friend bool operator==(const Ranges& a, const Ranges& b) noexcept {
+    return a.data_ == b.data_ || a.data_->ranges == b.data_->ranges;
+  }
+
+ private:
+  struct Data {
+    std::vector<Slice> ranges;
+    std::vector<std::int64_t> before;  ///< observations in the ranges before range i
+  };
+
+  explicit Ranges(std::shared_ptr<const Data> data) noexcept : data_(std::move(data)) {}
+
+  static void check_chunk_size(std::int64_t chunk_size) {
+    if (chunk_size < 1 || chunk_size > detail::max_size)
+      detail::throw_config("Ranges: chunk_size ({}) must be in [1, 2^62]", chunk_size);
+  }
+
+  void require_closed(const char* what) const {
+    if (open_ended())
+      detail::throw_config("Ranges::{}: the last range {} is open-ended; resolve(n_obs) first", what,
+                           detail::range_text(data_->ranges.back()));
+  }
+
+  /// Grid chunks in a closed range: the multiples of `chunk_size` its rows fall between.
+  [[nodiscard]] static std::int64_t chunks_in(Slice range, std::int64_t chunk_size) noexcept {
+    return (range.stop - 1) / chunk_size - range.start / chunk_size + 1;
+  }
+
+  /// Checks `given` as the constructor documents and merges adjacent ranges.
+  [[nodiscard]] static std::shared_ptr<const Data> build(std::span<const Slice> given) {
+    if (given.empty()) detail::throw_config("Ranges: no ranges given; a mask needs at least one range");
+    std::vector<Slice> merged;
+    merged.reserve(given.size());
+    for (std::size_t i = 0; i < given.size(); ++i) {
+      const Slice r = given[i];
+      if (r.start < 0) detail::throw_config("Ranges: ranges[{}] = {}: start must be >= 0", i, detail::range_text(r));
+      if (r.open_ended()) {
+        if (i + 1 != given.size())
+          detail::throw_config(
+              "Ranges: ranges[{}] = {} is open-ended but not the last of {} ranges; only the last may be", i,
+              detail::range_text(r), given.size());
+        if (r.start >= detail::max_size)
+          detail::throw_config("Ranges: ranges[{}] = {}: an open-ended range must start before 2^62", i,
+                               detail::range_text(r));
+      } else {
+        if (r.empty())
+          detail::throw_config("Ranges: ranges[{}] = {} is empty; start must be < stop", i, detail::range_text(r));
+        if (r.stop > detail::max_size)
+          detail::throw_config("Ranges: ranges[{}] = {}: stop must be <= 2^62", i, detail::range_text(r));
+      }
+      if (i > 0) {
+        const Slice prev = given[i - 1];
+        if (r.start < prev.start)
+          detail::throw_config(
+              "Ranges: ranges[{}] = {} and ranges[{}] = {} are not sorted; ranges must be in row order", i - 1,
+              detail::range_text(prev), i, detail::range_text(r));
+        if (r.start < prev.stop)
+          detail::throw_config("Ranges: ranges[{}] = {} overlaps ranges[{}] = {}", i - 1, detail::range_text(prev), i,
+                               detail::range_text(r));
+      }
+      if (!merged.empty() && merged.back().stop == r.start) merged.back().stop = r.stop;
+      else merged.push_back(r);
+    }
+    return from_checked(std::move(merged));
+  }
+
+  /// Storage for ranges already checked and merged: they and their prefix sums. Sums stay
+  /// below 2^62 as the ranges are disjoint inside `[0, 2^62]`.
+  [[nodiscard]] static std::shared_ptr<const Data> from_checked(std::vector<Slice> ranges) {
+    auto data = std::make_shared<Data>();
+    data->before.reserve(ranges.size());
+    std::int64_t total = 0;
+    for (const Slice& range : ranges) {
+      data->before.push_back(total);
+      if (!range.open_ended()) total += range.size();
+    }
+    data->ranges = std::move(ranges);
+    return data;
+  }
+
+  std::shared_ptr<const Data> data_;
+};
+
+/// The grid chunks of one `chunk_size` over closed `Ranges`: chunk `j` of the grid is
+/// `[j * chunk_size, (j + 1) * chunk_size)` in absolute rows, cut to the range it lies in. Every
+/// full chunk starts at a multiple of `chunk_size` counted from row 0 (so a store chunked by
+/// `chunk_size` rows, or a divisor of it, is never read across a storage chunk), a range that
+/// starts or ends off the grid has a short head or tail chunk, and no chunk crosses a range
+/// boundary. Chunks are numbered in row order.
+///
+///     cs::Ranges::Grid grid = cs::Ranges{cs::Slice{16, 1000}}.grid(64);
+///     grid.n_chunks();   // 16
+///     grid.chunk(0);     // [16, 64)
+///     grid.chunk(15);    // [960, 1000)
+///
+/// It is a separate object because O(log ranges) access needs, for its `chunk_size`, the number
+/// of chunks before each range: O(ranges) memory, built once per chunk size rather than kept in
+/// every `Ranges`. It shares the ranges' storage, so it may outlive the `Ranges` it came from.
+class Ranges::Grid {
+ public:
+  /// The grid of `chunk_size` over `ranges` (as `ranges.grid(chunk_size)`).
+  Grid(Ranges ranges, std::int64_t chunk_size) : ranges_(std::move(ranges)), chunk_size_(chunk_size) {
+    check_chunk_size(chunk_size);
+    ranges_.require_closed("grid()");
+    before_.reserve(ranges_.size());
+    std::int64_t total = 0;
+    for (const Slice& range : ranges_) {
+      before_.push_back(total);
+      total += chunks_in(range, chunk_size);
+    }
+    n_chunks_ = total;
+  }
+
+  /// Number of chunks over the union.
+  [[nodiscard]] std::int64_t n_chunks() const noexcept { return n_chunks_; }
+  /// The chunk size the grid was built for.
+  [[nodiscard]] std::int64_t chunk_size() const noexcept { return chunk_size_; }
+  /// The ranges the grid is over.
+  [[nodiscard]] const Ranges& ranges() const noexcept { return ranges_; }
+
+  /// The `i`-th chunk in row order (`i` in `[0, n_chunks())`, else `ConfigError`), in O(log ranges).
+  [[nodiscard]] Slice chunk(std::int64_t i) const {
+    if (i < 0 || i >= n_chunks_) detail::throw_config("Ranges::Grid::chunk: i ({}) must be in [0, {})", i, n_chunks_);
+    const auto r = static_cast<std::size_t>(std::ranges::upper_bound(before_, i) - before_.begin()) - 1;
+    const Slice range = ranges_[r];
+    const std::int64_t cell = range.start / chunk_size_ + (i - before_[r]);
+    // cell * chunk_size <= range.stop - 1 < 2^62 and chunk_size <= 2^62: the cell's end fits in
+    // std::int64_t even at the top of the grid.
+    const std::int64_t cell_start = cell * chunk_size_;
+    return {std::max(range.start, cell_start), std::min(range.stop, cell_start + chunk_size_)};
+  }
+
+ private:
+  Ranges ranges_;
+  std::int64_t chunk_size_;
+  std::vector<std::int64_t> before_;  ///< chunks in the ranges before range r
+  std::int64_t n_chunks_ = 0;
+};
+
+inline Ranges::Grid Ranges::grid(std::int64_t chunk_size) const { return Grid(*this, chunk_size); }
+
+}  // namespace chunksampler
