@@ -200,7 +200,7 @@ TEST_CASE("an open-ended last range ends at n_obs once resolved", "[ranges]") {
   REQUIRE(mask.position_of(1'000'000) == 10 + 1'000'000 - 50);
   REQUIRE_THROWS_AS(mask.count(), cs::ConfigError);
   REQUIRE_THROWS_WITH(mask.count(), Contains("count(): the last range [50, end) is open-ended; resolve(n_obs) first"));
-  REQUIRE_THROWS_WITH(mask.locate(0), Contains("resolve(n_obs) first"));
+  REQUIRE_THROWS_WITH(mask.locate(0), Contains("locate(): the last range [50, end) is open-ended"));
   REQUIRE_THROWS_WITH(mask.n_chunks(8), Contains("n_chunks(): the last range [50, end) is open-ended"));
   REQUIRE_THROWS_WITH(mask.grid(8), Contains("grid(): the last range [50, end) is open-ended"));
   // Closed ranges resolve to themselves while they fit.

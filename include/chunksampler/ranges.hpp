@@ -119,6 +119,7 @@ class Ranges {
   ///
   ///     cs::Ranges{{10, 20}, {50, 60}}.locate(12);   // 52
   [[nodiscard]] std::int64_t locate(std::int64_t k) const {
+    require_closed("locate()");
     if (k < 0 || k >= count()) detail::throw_config("Ranges::locate: k ({}) must be in [0, {})", k, count());
     const std::vector<std::int64_t>& before = data_->before;
     const auto i = static_cast<std::size_t>(std::ranges::upper_bound(before, k) - before.begin()) - 1;
