@@ -10,11 +10,14 @@
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/random_sampler.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 
 #include "statistics.hpp"
+
+#include <catch2/catch.hpp>
 
 #include <fmt/format.h>
 #include <pcg_random.hpp>
@@ -46,6 +49,13 @@ template <class Edit>
   cs::detail::StateFields f = fields(state);
   std::forward<Edit>(edit)(f);
   return cs::detail::StateAccess::make(f);
+}
+
+/// The one range of `ranges` (a shard of a one-range mask is one range), failing the test if
+/// there are more.
+[[nodiscard]] inline cs::Slice only_range(const cs::Ranges& ranges) {
+  REQUIRE(ranges.size() == 1);
+  return ranges[0];
 }
 
 /// An owning copy of one `LoadRequest`: its chunks and its batches, as yielded.
@@ -143,6 +153,22 @@ struct EpochRecord {
     return std::ranges::all_of(chunks, [&](const cs::Slice& c) {
       return !c.empty() && c.size() <= chunk_size && range.start <= c.start && c.stop <= range.stop;
     });
+  }
+  /// True when every chunk lies inside one range of `mask` and inside one cell of the storage
+  /// grid (`[j * chunk_size, (j + 1) * chunk_size)`), so it never crosses a range edge or a
+  /// storage chunk of `chunk_size` rows.
+  [[nodiscard]] bool chunks_on_grid(const cs::Ranges& mask, std::int64_t chunk_size) const {
+    return std::ranges::all_of(chunks, [&](const cs::Slice& c) {
+      const std::optional<std::size_t> r = mask.range_of(c.start);
+      return !c.empty() && r && c.stop <= mask[*r].stop && c.start / chunk_size == (c.stop - 1) / chunk_size;
+    });
+  }
+  /// True when every request but the last reads exactly `request_obs` rows (so it splits into
+  /// whole batches).
+  [[nodiscard]] bool requests_full(std::int64_t request_obs) const {
+    for (std::size_t k = 0; k + 1 < requests.size(); ++k)
+      if (requests[k].buffer_size() != request_obs) return false;
+    return true;
   }
   /// True when every position of every request is inside its buffer and used once in it.
   [[nodiscard]] bool positions_valid() const {

@@ -115,7 +115,7 @@ class BlockSampler {
   [[nodiscard]] BlockSampler with_shard(const cs::Shard& shard) const {
     if (shard_log_ != nullptr) shard_log_->push_back(shard);
     BlockSampler copy = *this;
-    copy.mask_ = shard.mask;
+    copy.mask_ = shard.mask[0];  // one range: the wrapped mask is one
     copy.budget_ = shard.budget;
     return copy;
   }

@@ -147,15 +147,23 @@ TEST_CASE("chunks of 2^62 - 1, 2^61 + 1 and 2^62 rows over 2^62 observations", "
   const auto sequential = [](std::int64_t chunk, std::optional<cs::Slice> mask) {
     return cs::SequentialSampler({.chunk_size = chunk, .preload_nchunks = 1, .batch_size = 1, .mask = mask});
   };
-  SECTION("one full chunk and the short tail, in that order") {
+  SECTION("one full chunk and the short tail: in order, or in either order when shuffled") {
     for (const std::int64_t chunk : {two62 - 1, two61 + 1}) {
       CAPTURE(chunk);
-      const auto random = cs::RandomSampler(options(chunk, 1, std::nullopt)).plan(two62, 5);
       const auto in_order = sequential(chunk, std::nullopt).plan(two62, 0);
-      for (const auto* plan : {&random, &in_order}) {
-        REQUIRE(plan->stream_chunks() == 2);
-        REQUIRE(plan->chunk(0) == cs::Slice{0, chunk});
-        REQUIRE(plan->chunk(1) == cs::Slice{chunk, two62});
+      REQUIRE(in_order.stream_chunks() == 2);
+      REQUIRE(in_order.chunk(0) == cs::Slice{0, chunk});
+      REQUIRE(in_order.chunk(1) == cs::Slice{chunk, two62});
+      std::set<std::int64_t> first_starts;
+      for (std::uint64_t epoch = 0; epoch < 16; ++epoch) {
+        const auto random = cs::RandomSampler(options(chunk, 1, std::nullopt)).plan(two62, epoch);
+        REQUIRE(random.stream_chunks() == 2);
+        const std::set<std::int64_t> starts = {random.chunk(0).start, random.chunk(1).start};
+        REQUIRE(starts == std::set<std::int64_t>{0, chunk});
+        first_starts.insert(random.chunk(0).start);
+      }
+      REQUIRE(first_starts.size() == 2);  // the short tail is shuffled among the chunks, not last
+      for (const auto* plan : {&in_order}) {
         REQUIRE(plan->n_requests() == 2);
         REQUIRE(plan->request_begin(1) == chunk);
         REQUIRE(plan->request_of(two62 - 1) == 1);
@@ -169,10 +177,11 @@ TEST_CASE("chunks of 2^62 - 1, 2^61 + 1 and 2^62 rows over 2^62 observations", "
     const auto masked = cs::RandomSampler(options(two62, 1, cs::Slice{1, two62})).plan(two62, 1);
     REQUIRE(masked.stream_chunks() == 1);
     REQUIRE(masked.chunk(0) == cs::Slice{1, two62});
+    // On the storage grid of 2^61 from row 0: a short head [3, 2^61), then the cell [2^61, 2^62).
     const auto in_order = sequential(two61, cs::Slice{3, two62}).plan(two62, 0);
     REQUIRE(in_order.stream_chunks() == 2);
-    REQUIRE(in_order.chunk(0) == cs::Slice{3, 3 + two61});
-    REQUIRE(in_order.chunk(1) == cs::Slice{3 + two61, two62});
+    REQUIRE(in_order.chunk(0) == cs::Slice{3, two61});
+    REQUIRE(in_order.chunk(1) == cs::Slice{two61, two62});
   }
   SECTION("a request of exactly 2^62 rows: two chunks of 2^61 in either order") {
     std::set<std::int64_t> first_starts;
@@ -399,11 +408,10 @@ TEST_CASE("epochs near 2^64 - 1: played, resumed, and wrapping to 0", "[limits]"
   REQUIRE(support::epoch(sampler, n_obs) == first);
   REQUIRE(first != played);
 
-  REQUIRE_INVALID(
-      cs::SamplerState::parse(
-          "chunksampler-state/3 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches=0 world_size=1 "
-          "plan_world_size=1 workers=1 worker=0 runs=all dealt_at=0"),
-      Contains("epoch") && Contains("18446744073709551616"));
+  REQUIRE_INVALID(cs::SamplerState::parse(
+                      "chunksampler-state/5 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches_done=0 "
+                      "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"),
+                  Contains("epoch") && Contains("18446744073709551616"));
 }
 
 TEST_CASE("Feistel cycle-walking over 2^61 + 1 and 2^62 - 1 chunks", "[limits]") {

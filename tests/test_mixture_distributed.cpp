@@ -165,7 +165,7 @@ TEST_CASE("DistributedSampler<MixtureSampler>, contiguous: each rank reads its p
         for (std::int64_t r = 0; r < 3; ++r) {
           Mixture dist(mix, cs::DistInfo{.rank = r, .world_size = 3}, {.remainder = policy});
           dist.set_epoch(epoch);
-          const cs::Slice shard = dist.shard(201);
+          const cs::Slice shard = support::only_range(dist.shard(201));
           const Requests requests = support::epoch(dist, 201);
           counts.insert(support::n_batches(requests));
           std::vector<cs::Slice> parts;
@@ -313,7 +313,7 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
     for (const std::int64_t world : {std::int64_t{3}, std::int64_t{7}}) {
       for (std::int64_t r = 0; r < world; ++r) {
         Mixture dist(mix, cs::DistInfo{.rank = r, .world_size = world});
-        const cs::Slice shard = dist.shard(two62);
+        const cs::Slice shard = support::only_range(dist.shard(two62));
         const std::int64_t n = dist.n_batches(two62);
         cs::SamplerState state = dist.state(0);  // the epoch's start, moved to the point of its middle
         state = support::edited(state, [&](cs::detail::StateFields& f) { f.n_obs = two62; });

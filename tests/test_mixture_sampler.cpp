@@ -531,7 +531,11 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
                     Contains("a shard's budget (0) must be in [1, 2^62]"));
   CHECK_THROWS_WITH(mix.with_shard({.mask = {10, 60}, .stream = 0, .budget = 5}),
                     Contains("a shard's mask [10, 60) must be a non-empty range inside [0, 50)"));
-  CHECK_THROWS_WITH(mix.with_shard({.mask = {20, 20}, .stream = 0, .budget = 5}), Contains("non-empty"));
+  // An empty mask cannot even be made: a Ranges refuses it.
+  CHECK_THROWS_WITH(mix.with_shard({.mask = {20, 20}, .stream = 0, .budget = 5}),
+                    Contains("mask.start (20) must be < mask.stop (20)"));
+  CHECK_THROWS_WITH(mix.with_shard({.mask = {{0, 10}, {20, 30}}, .stream = 0, .budget = 5}),
+                    Contains("a shard's mask must be one range, not 2 ranges"));
   // [0, 25) of 50: dataset 1's 2 chunks give it chunk [0, floor(25 * 2 / 50)) = [0, 1), rows [30, 40).
   // [0, 24) gives it [0, floor(48 / 50)) = [0, 0): no chunk.
   CHECK_NOTHROW(mix.with_shard({.mask = {0, 25}, .stream = 0, .budget = 5}));

@@ -228,19 +228,22 @@ TEST_CASE("a bad range list is refused, naming the first offending range or pair
   refuses({}, "Ranges: no ranges given; a mask needs at least one range");
   refuses({{0, 10}, {20, 20}}, "ranges[1] = [20, 20) is empty; start must be < stop");
   refuses({{0, 10}, {30, 20}}, "ranges[1] = [30, 20) is empty");
-  refuses({{-1, 10}}, "ranges[0] = [-1, 10): start must be >= 0");
+  refuses({{-1, 10}, {20, 30}}, "ranges[0] = [-1, 10): start must be >= 0");
   refuses({{0, 10}, {20, top + 1}}, fmt::format("ranges[1] = [20, {}): stop must be <= 2^62", top + 1));
   refuses({cs::Slice::from(5), {20, 30}},
           "ranges[0] = [5, end) is open-ended but not the last of 2 ranges; only the last may be");
-  refuses({cs::Slice::from(top)},
-          fmt::format("ranges[0] = [{}, end): an open-ended range must start before 2^62", top));
+  refuses({{0, 10}, cs::Slice::from(top)},
+          fmt::format("ranges[1] = [{}, end): an open-ended range must start before 2^62", top));
   refuses({{0, 5}, {10, 20}, {15, 30}}, "ranges[1] = [10, 20) overlaps ranges[2] = [15, 30)");
   refuses({{0, 5}, {10, 20}, {3, 4}}, "ranges[1] = [10, 20) and ranges[2] = [3, 4) are not sorted");
   refuses({{0, 5}, {10, 20}, cs::Slice::from(19)}, "ranges[1] = [10, 20) overlaps ranges[2] = [19, end)");
   // The first offence in index order wins.
   refuses({{0, 5}, {4, 8}, {9, 9}}, "ranges[0] = [0, 5) overlaps ranges[1] = [4, 8)");
-  // One range given as a Slice is checked the same way.
-  REQUIRE_THROWS_WITH(cs::Ranges(cs::Slice{7, 3}), Contains("ranges[0] = [7, 3) is empty"));
+  // One range is a mask written as a Slice, and named so.
+  refuses({{-1, 10}}, "Ranges: mask.start (-1) must be >= 0");
+  refuses({cs::Slice::from(top)}, fmt::format("mask.start ({}) must be < 2^62", top));
+  REQUIRE_THROWS_WITH(cs::Ranges(cs::Slice{7, 3}), Contains("mask.start (7) must be < mask.stop (3)"));
+  REQUIRE_THROWS_WITH(cs::Ranges(0, top + 1), Contains(fmt::format("mask.stop ({}) must be <= 2^62", top + 1)));
 }
 
 TEST_CASE("lookups and grids refuse out-of-range arguments", "[ranges]") {

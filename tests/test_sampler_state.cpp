@@ -119,7 +119,7 @@ struct Fields {
                                                             {"plan_world_size", "2"},
                                                             {"runs", "0-5,9-12"},
                                                             {"dealt_at", "4"}};
-  std::string header = "chunksampler-state/4";
+  std::string header = "chunksampler-state/5";
 
   [[nodiscard]] std::string text() const {
     std::string t = header;
@@ -149,20 +149,20 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
                                                                 .dealt_at = 4});
   CHECK(state.to_string() == Fields{}.text());
   CHECK(state.to_string() ==
-        "chunksampler-state/4 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches_done=12 world_size=4 "
+        "chunksampler-state/5 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches_done=12 world_size=4 "
         "num_workers=3 worker=1 plan_world_size=2 runs=0-5,9-12 dealt_at=4");
   CHECK(cs::SamplerState::parse(Fields{}.text()) == state);
 
   const cs::SamplerState plain{};
   CHECK(plain.to_string() ==
-        "chunksampler-state/4 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
+        "chunksampler-state/5 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
         "num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0");
   CHECK(cs::SamplerState::parse(plain.to_string()) == plain);
 
   // every batch (runs=all) and no batch (runs=none) are different states
   const cs::SamplerState none = support::edited(plain, [](cs::detail::StateFields& f) { f.runs.emplace(); });
   CHECK(none.to_string() ==
-        "chunksampler-state/4 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
+        "chunksampler-state/5 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
         "num_workers=1 worker=0 plan_world_size=1 runs=none dealt_at=0");
   CHECK(cs::SamplerState::parse(none.to_string()) == none);
   CHECK_FALSE(none == plain);
@@ -324,13 +324,21 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
   }
   SECTION("a wrong header") {
     for (const std::string header :
-         {"chunksampler-state/5", "chunksampler-state", "Chunksampler-state/4", "chunksampler-state/4x", "state"}) {
+         {"chunksampler-state/6", "chunksampler-state", "Chunksampler-state/5", "chunksampler-state/5x", "state"}) {
       Fields f = valid;
       f.header = header;
-      require_rejected(f.text(), "chunksampler-state/4");
+      require_rejected(f.text(), "chunksampler-state/5");
     }
-    require_rejected("", "chunksampler-state/4");
-    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/4");
+    require_rejected("", "chunksampler-state/5");
+    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/5");
+  }
+  SECTION("a state of format 3 or 4 (before the storage grid) is refused by name") {
+    for (const char* header : {"chunksampler-state/3", "chunksampler-state/4"}) {
+      Fields f = valid;
+      f.header = header;
+      require_rejected(f.text(), fmt::format("format {}", header));
+      require_rejected(f.text(), "storage grid");
+    }
   }
   SECTION("a state of format 2 (before the uniform chunk orders) is refused by name") {
     const std::string old =

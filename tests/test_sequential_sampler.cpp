@@ -59,22 +59,25 @@ TEST_CASE("SequentialSampler reads in order over random configurations", "[seque
     CHECK((drop_last ? rec.batches_all_full(batch) : rec.batches_full_but_last(batch)));
 
     // Chunks follow each other from the range's start and end exactly where the used rows end
-    // (the last chunk is cut when drop_last drops rows); all but the last are full.
+    // (the last chunk is cut when drop_last drops rows), each inside one cell of the storage grid
+    // of multiples of chunk_size from row 0: a chunk is short only at the range's ends or where
+    // it straddles two requests, which read it in two pieces.
     std::int64_t at = range.start;
     bool contiguous = true;
     for (std::size_t i = 0; i < rec.chunks.size(); ++i) {
       contiguous = contiguous && rec.chunks[i].start == at;
-      if (i + 1 < rec.chunks.size()) CHECK(rec.chunks[i].size() == chunk);
       at = rec.chunks[i].stop;
     }
     CHECK(contiguous);
     CHECK(at == range.start + used);
+    CHECK(rec.chunks_on_grid(range, chunk));
+    CHECK(rec.requests_full(chunk * preload));
 
     // Positions are 0, 1, ..., buffer_size - 1 in order: every row of every request is used.
     bool in_order = true;
     for (const auto& r : rec.requests) {
       in_order = in_order && r.positions() == iota(0, r.buffer_size());
-      CHECK(static_cast<std::int64_t>(r.chunks.size()) <= preload);
+      CHECK(static_cast<std::int64_t>(r.chunks.size()) <= preload + 1);
     }
     CHECK(in_order);
     // Hence the epoch yields the range's observations in order.
@@ -141,8 +144,10 @@ TEST_CASE("SequentialSampler worked example with a mask", "[sequential]") {
   CHECK(sampler.n_batches(50) == 3);
   const auto requests = support::epoch(sampler, 50);
   REQUIRE(requests.size() == 2);
-  CHECK(requests[0].chunks == std::vector<cs::Slice>{{10, 14}, {14, 18}});
+  // The grid of 4 from row 0 cuts [10, 21) into [10, 12), [12, 16), [16, 20), [20, 21); requests
+  // hold 8 rows each, so [16, 20) is read in two pieces, one in each.
+  CHECK(requests[0].chunks == std::vector<cs::Slice>{{10, 12}, {12, 16}, {16, 18}});
   CHECK(requests[0].batches == Batches{iota(0, 4), iota(4, 8)});
-  CHECK(requests[1].chunks == std::vector<cs::Slice>{{18, 21}});
+  CHECK(requests[1].chunks == std::vector<cs::Slice>{{18, 20}, {20, 21}});
   CHECK(requests[1].batches == Batches{iota(0, 3)});
 }

@@ -152,7 +152,7 @@ struct Answers {
   std::uint64_t epoch = 0;
   std::uint64_t fingerprint = 0;
   std::string state;
-  std::optional<cs::Slice> shard;
+  std::optional<cs::Ranges> shard;
   std::int64_t epoch_size = 0;
   Requests plan;  ///< every request of the plan of epoch 4
 

@@ -20,14 +20,17 @@
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/random_sampler.hpp>
+#include <chunksampler/ranges.hpp>
 
 #include "statistics.hpp"
+#include "support.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -179,6 +182,49 @@ TEST_CASE("uniform order: RandomSampler's epoch over seeds, n = 2..64 chunks", "
       stats.add(plan_order(sampler, n, 0));
     }
     stats.check("over seeds");
+  }
+}
+
+namespace {
+
+// Ranges off the grid of 4 rows whose grid holds exactly `n` chunks, short heads and tails among
+// them, spread over several ranges (fixed per n).
+cs::Ranges spread_ranges(std::int64_t n) {
+  support::ConfigRng g(static_cast<std::uint64_t>(n) + 400);
+  std::vector<cs::Slice> slices;
+  std::int64_t at = 1;
+  std::int64_t chunks = 0;
+  while (chunks < n) {
+    std::int64_t length = g.between(1, 12);
+    while (cs::Ranges(at, at + length).n_chunks(4) > n - chunks) --length;
+    slices.push_back({at, at + length});
+    chunks += cs::Ranges(at, at + length).n_chunks(4);
+    at += length + g.between(1, 6);
+  }
+  return cs::Ranges(slices);
+}
+
+}  // namespace
+
+TEST_CASE("uniform order: a mask of several off-grid ranges, 2..64 grid chunks, over seeds", "[uniform]") {
+  for (const std::int64_t n : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 33, 48, 64}) {
+    const cs::Ranges mask = spread_ranges(n);
+    const cs::Ranges::Grid grid = mask.grid(4);
+    REQUIRE(grid.n_chunks() == n);
+    std::map<std::int64_t, std::uint32_t> index_of;  // a grid chunk's start -> its index
+    for (std::int64_t j = 0; j < n; ++j) index_of[grid.chunk(j).start] = static_cast<std::uint32_t>(j);
+    INFO(fmt::format("{} ranges", mask.size()));
+    OrderStats stats(static_cast<std::size_t>(n));
+    const std::int64_t n_obs = mask[mask.size() - 1].stop;
+    for (std::int64_t s = 0; s < samples(n <= 9 ? 40'000 : 4'000); ++s) {
+      const cs::RandomSampler sampler(
+          {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 1, .mask = mask, .seed = seed_of(s)});
+      const auto plan = sampler.plan(n_obs, 0);
+      std::vector<std::uint32_t> order(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = index_of.at(plan.chunk(i).start);
+      stats.add(order);
+    }
+    stats.check("a mask of several ranges, over seeds");
   }
 }
 

@@ -106,7 +106,7 @@ TEST_CASE("construction: mask", "[validation]") {
   SECTION("SequentialSampler") {
     REQUIRE_INVALID(cs::SequentialSampler(
                         {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{-3, 10}}),
-                    Contains("SequentialSampler") && Contains("mask.start (-3)"));
+                    Contains("mask.start (-3)"));  // checked as the mask is made, before the sampler
     REQUIRE_INVALID(cs::SequentialSampler(
                         {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice{0, 0}}),
                     Contains("mask.start (0)") && Contains("mask.stop (0)"));

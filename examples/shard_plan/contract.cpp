@@ -94,8 +94,6 @@ RankShare Contract::rank(const JobEpoch& job, std::int64_t r) const {
   const bool holds_last = share.block.size() > 0 && share.block.end == n;
   share.reads = share.block.size() * b - (holds_last ? b - last_of_plan : 0);
   share.last_batch = share.block.size() == 0 ? 0 : holds_last ? last_of_plan : b;
-  share.chunks =
-      share.block.size() == 0 ? 0 : chunks(job.window.size(), job.used, share.block.begin, share.block.end - 1);
   return share;
 }
 
@@ -117,28 +115,7 @@ RankShare Contract::contiguous_rank(const JobEpoch& job, std::int64_t r) const {
   const std::int64_t distinct = std::min(job.used, share.shard.size());
   share.repeated = job.used - distinct;
   share.left_out = share.shard.size() - distinct;
-  share.chunks = chunks(share.shard.size(), job.used, 0, share.n_batches - 1);
   return share;
-}
-
-// Chunks listed by the requests holding batches [first, last] of a plan over `rows` rows with
-// `used` positions: a full request lists preload_nchunks chunks; the last lists what remains
-// of the stream (shuffled), or the fewest chunks that cover its rows (in order).
-std::int64_t Contract::chunks(std::int64_t rows, std::int64_t used, std::int64_t first, std::int64_t last) const {
-  const std::int64_t request = o_.chunk_size * o_.preload;
-  const std::int64_t n_requests = ceil_div(std::min(used, rows), request);
-  if (n_requests == 0 || last < first) return 0;  // drop_last may leave a rank no batch at all
-  const std::int64_t per_request = request / o_.batch_size;
-  const std::int64_t k0 = std::min(first / per_request, n_requests - 1);
-  const std::int64_t k1 = std::min(last / per_request, n_requests - 1);
-  if (k1 < n_requests - 1) return (k1 - k0 + 1) * o_.preload;
-  const std::int64_t k = n_requests - 1;
-  const std::int64_t stream_chunks = ceil_div(rows, o_.chunk_size);
-  const std::int64_t final_chunks =
-      o_.sequential
-          ? std::min(ceil_div(std::min(request, used - k * request), o_.chunk_size), stream_chunks - k * o_.preload)
-          : std::min(o_.preload, stream_chunks - k * o_.preload);
-  return (k1 - k0) * o_.preload + final_chunks;
 }
 
 }  // namespace shard_plan

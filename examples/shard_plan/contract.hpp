@@ -38,7 +38,6 @@ struct RankShare {
   std::int64_t last_batch = 0;
   std::int64_t repeated = 0;  // contiguous only: in global mode the plan's repeats are the job's
   std::int64_t left_out = 0;  // contiguous only: rows of its shard no batch reads
-  std::int64_t chunks = 0;    // chunks its requests list
 };
 
 class Contract {
@@ -53,7 +52,6 @@ class Contract {
   void share_global(JobEpoch& job, bool odd) const;
   void share_contiguous(JobEpoch& job, bool odd) const;
   [[nodiscard]] RankShare contiguous_rank(const JobEpoch& job, std::int64_t r) const;
-  [[nodiscard]] std::int64_t chunks(std::int64_t rows, std::int64_t used, std::int64_t first, std::int64_t last) const;
 
   const Options& o_;
   cs::Slice range_;

@@ -71,9 +71,10 @@ std::string row_note(const Job& job, const Walked& walked, std::uint64_t e, std:
   const bool measured = w != nullptr && w->whole;
   const std::int64_t read = measured ? w->reads : want.reads;
   const std::int64_t repeated = measured ? w->repeated : want.repeated;
-  std::string note = o.global() ? fmt::format("{} read, {}", short_number(read),
-                                              counted(measured ? w->chunks : want.chunks, "chunk", "chunks"))
-                                : fmt::format("{} read of {}", short_number(read), short_slice(want.shard));
+  std::string note = o.global() && measured
+                         ? fmt::format("{} read, {}", short_number(read), counted(w->chunks, "chunk", "chunks"))
+                     : o.global() ? fmt::format("{} read", short_number(read))
+                                  : fmt::format("{} read of {}", short_number(read), short_slice(want.shard));
   if (repeated > 0) note += fmt::format(", {} repeated", short_number(repeated));
   return note;
 }

@@ -51,11 +51,11 @@ class SamplersOf final : public Library {
     return rank_sampler(rank, epoch).n_batches(o_.n_obs);
   }
   [[nodiscard]] cs::Slice shard(std::int64_t rank, std::uint64_t epoch) const override {
-    return rank_sampler(rank, epoch).shard(o_.n_obs, epoch);
+    return single(rank_sampler(rank, epoch).shard(o_.n_obs, epoch));
   }
   [[nodiscard]] Share share(std::int64_t rank, std::uint64_t epoch) const override {
     const Dist dist = rank_sampler(rank, epoch);
-    return {dist.shard(o_.n_obs, epoch), dist.n_batches(o_.n_obs)};
+    return {single(dist.shard(o_.n_obs, epoch)), dist.n_batches(o_.n_obs)};
   }
   [[nodiscard]] WalkedRank walk(std::int64_t rank, const WalkSetup& setup, cs::Slice bounds,
                                 const WalkSinks& sinks) const override {
@@ -67,6 +67,9 @@ class SamplersOf final : public Library {
 
  private:
   using Dist = cs::DistributedSampler<Base>;
+
+  // The planner's mask is one range, so every shard of it is one range too.
+  [[nodiscard]] static cs::Slice single(const cs::Ranges& shard) { return shard[0]; }
 
   [[nodiscard]] Dist rank_sampler(std::int64_t rank, std::uint64_t epoch) const {
     Dist dist(base_, cs::DistInfo{.rank = rank, .world_size = o_.world_size},

@@ -17,19 +17,21 @@ constexpr std::size_t kept_order = 6;
 
 RankWalker::RankWalker(const WalkSetup& setup, std::int64_t rank, cs::Slice bounds, const WalkSinks& sinks)
     : o_(setup.o), setup_(setup), rank_(rank), bounds_(bounds), sinks_(sinks) {
-  offsets_.reserve(static_cast<std::size_t>(o_.preload) + 1);
+  offsets_.reserve(static_cast<std::size_t>(o_.preload) + 5);
 }
 
 bool RankWalker::take(const cs::LoadRequest& request) {
   ++w_.requests;
   const auto n_chunks = static_cast<std::int64_t>(request.chunks.size());
-  if (n_chunks < 1 || n_chunks > o_.preload) {
-    sinks_.checks.fail("epoch {} rank {}: request {} has {} chunks, outside [1, preload {}]", setup_.epoch, rank_,
+  // Up to preload_nchunks grid chunks, two of them cut where the request's rows begin and end,
+  // and the shard's short head and tail chunks.
+  if (n_chunks < 1 || n_chunks > o_.preload + 4) {
+    sinks_.checks.fail("epoch {} rank {}: request {} has {} chunks, outside [1, preload {} + 4]", setup_.epoch, rank_,
                        w_.requests - 1, n_chunks, o_.preload);
     if (n_chunks < 1) return true;
   }
   // A global block may begin or end inside a request: its pieces list the same chunks.
-  if (!previous_first_ || *previous_first_ != request.chunks.front()) record_chunks(request, n_chunks);
+  if (!previous_first_ || *previous_first_ != request.chunks.front()) record_chunks(request);
   check_chunks(request);
   for (const std::span<const std::int64_t> batch : request.splits) read_batch(request, batch);
   if (setup_.prefix && w_.reads >= *setup_.prefix) {
@@ -40,13 +42,15 @@ bool RankWalker::take(const cs::LoadRequest& request) {
 }
 
 // The first piece of a request: its chunks count once, in reading order.
-void RankWalker::record_chunks(const cs::LoadRequest& request, std::int64_t n_chunks) {
+void RankWalker::record_chunks(const cs::LoadRequest& request) {
   previous_first_ = request.chunks.front();
   w_.misplaced_repeats += repeats_in_request_;
   repeats_in_request_ = 0;
-  w_.chunks += n_chunks;
   w_.final_chunks.assign(request.chunks.begin(), request.chunks.end());
   for (const cs::Slice& chunk : request.chunks) {
+    // A grid chunk read in two pieces, by two requests, counts once.
+    const bool continues = w_.chunks > 0 && last_stop_ == chunk.start && chunk.start % o_.chunk_size != 0;
+    if (!continues) ++w_.chunks;
     if (sinks_.row != nullptr) sinks_.bins.add(sinks_.row->loaded, chunk);
     if (w_.order_runs > 0 && last_stop_ == chunk.start) {
       if (w_.order_runs == std::ssize(w_.order)) w_.order.back().stop = chunk.stop;
@@ -58,10 +62,16 @@ void RankWalker::record_chunks(const cs::LoadRequest& request, std::int64_t n_ch
   }
 }
 
-// Every chunk inside the bounds; `offsets_` becomes where each begins in the request's buffer.
+// Every chunk inside the bounds and one cell of the storage grid; `offsets_` becomes where each
+// begins in the request's buffer.
 void RankWalker::check_chunks(const cs::LoadRequest& request) {
   offsets_.assign(1, 0);
   for (const cs::Slice& chunk : request.chunks) {
+    if (!chunk.empty() && chunk.start / o_.chunk_size != (chunk.stop - 1) / o_.chunk_size) {
+      ++w_.off_grid;
+      sinks_.checks.fail("epoch {} rank {}: chunk [{}, {}) crosses the storage grid of chunk_size {}", setup_.epoch,
+                         rank_, chunk.start, chunk.stop, o_.chunk_size);
+    }
     if (chunk.empty() || chunk.size() > o_.chunk_size || chunk.start < bounds_.start || chunk.stop > bounds_.stop)
       sinks_.checks.fail("epoch {} rank {}: chunk [{}, {}) is empty, longer than chunk_size {} or outside {} [{}, {})",
                          setup_.epoch, rank_, chunk.start, chunk.stop, o_.chunk_size,

@@ -73,7 +73,8 @@ struct RankWalk {
   std::int64_t reads = 0;
   std::int64_t last_batch = 0;
   std::int64_t repeated = 0;
-  std::int64_t chunks = 0;
+  std::int64_t chunks = 0;             // grid chunks read (one read in two pieces counts once)
+  std::int64_t off_grid = 0;           // chunks that cross a cell of the storage grid (the contract: none)
   std::int64_t misplaced_repeats = 0;  // repeats outside the rank's final request
   bool whole = true;
   std::vector<cs::Slice> final_chunks;  // the chunks of its final request
@@ -111,7 +112,7 @@ class RankWalker {
   [[nodiscard]] RankWalk result() && { return std::move(w_); }
 
  private:
-  void record_chunks(const cs::LoadRequest& request, std::int64_t n_chunks);
+  void record_chunks(const cs::LoadRequest& request);
   void check_chunks(const cs::LoadRequest& request);
   void read_batch(const cs::LoadRequest& request, std::span<const std::int64_t> batch);
 

@@ -179,7 +179,7 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   [[nodiscard]] ClassSampler with_shard(const Shard& shard) const {
     detail::check_shard_budget(name, shard);
     ClassSampler copy = *this;
-    copy.options_.mask = shard.mask;
+    copy.options_.mask = detail::shard_range(name, shard.mask);
     copy.budget_ = shard.budget;
     copy.rng_ = rng_.spawn(shard.stream);
     return copy;

@@ -12,6 +12,7 @@
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/epoch.hpp>
 #include <chunksampler/plan.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_state.hpp>
@@ -79,11 +80,13 @@ struct DistributedOptions {
 
 /// Gives each rank of a data-parallel job its disjoint share of any sampler's epochs.
 ///
-/// Contiguous mode (default): with the wrapped sampler covering `[start, start + size)` (its
-/// mask, or all of `n_obs`), every rank gets `per_rank = size / world_size` observations,
-/// rounded down to a multiple of `batch_size()` when `enforce_equal_batches`, and rank r reads
-/// `[start + r * per_rank, start + (r + 1) * per_rank)`, shuffled on the rank's own stream
-/// `rng().spawn(rank)`. Global mode: see `ShardMode::global`.
+/// Contiguous mode (default): with the wrapped sampler covering `size` observations (the union
+/// of its mask's ranges, or all of `n_obs`), every rank gets `per_rank = size / world_size`
+/// observations, rounded down to a multiple of `batch_size()` when `enforce_equal_batches`, and
+/// rank r reads positions `[r * per_rank, (r + 1) * per_rank)` of the union (for one range
+/// `[start, ...)`: `[start + r * per_rank, start + (r + 1) * per_rank)`), a shard that may span
+/// several ranges, shuffled on the rank's own stream `rng().spawn(rank)`. Global mode: see
+/// `ShardMode::global`.
 ///
 /// The wrapped sampler is copied at construction and never changed by the caller's later edits.
 ///
@@ -163,8 +166,8 @@ class DistributedSampler {
   }
   /// Whether the wrapped sampler's order is random.
   [[nodiscard]] bool shuffle() const noexcept { return sampler_.shuffle(); }
-  /// The wrapped sampler's mask: the range all ranks together cover.
-  [[nodiscard]] std::optional<Slice> mask() const { return sampler_.mask(); }
+  /// The wrapped sampler's mask: the observations all ranks together cover.
+  [[nodiscard]] std::optional<Ranges> mask() const { return sampler_.mask(); }
   /// The random stream this rank draws from: in contiguous mode the wrapped sampler's, spawned
   /// by rank; in global mode the one all ranks share.
   [[nodiscard]] Rng rng() const
@@ -193,8 +196,8 @@ class DistributedSampler {
   /// read together (global mode); throws if the epoch cannot be served. While a restore is
   /// pending, the restored epoch's: in global mode the window of the plan the state's ranks
   /// were reading, whatever this job's world size.
-  [[nodiscard]] Slice shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
-  [[nodiscard]] Slice shard(std::int64_t n_obs, std::uint64_t epoch) const {
+  [[nodiscard]] Ranges shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
+  [[nodiscard]] Ranges shard(std::int64_t n_obs, std::uint64_t epoch) const {
     return wrapped_shard(n_obs, epoch, plan_world_size(epoch)).mask;
   }
 
@@ -372,9 +375,11 @@ class DistributedSampler {
   // ranks read (global).
   [[nodiscard]] Shard wrapped_shard(std::int64_t n_obs, std::uint64_t epoch, std::int64_t plan_world_size) const {
     const std::int64_t epoch_size = sampler_.epoch_size(n_obs);
-    const std::optional<Slice> mask = sampler_.mask();
-    const Slice range = mask ? mask->resolve(n_obs) : Slice{0, n_obs};
-    const std::int64_t size = range.size();
+    // Shards are cut by observation count over the union of the mask's ranges: a shard's
+    // positions [first, first + count) of the union, which may span several ranges.
+    const std::optional<Ranges> mask = sampler_.mask();
+    const Ranges range = mask ? mask->resolve(n_obs) : Ranges(0, n_obs);
+    const std::int64_t size = range.count();
     // No fixed budget: the epoch reads the range once, so the window follows the remainder
     // policy. A sampler that draws with replacement keeps the whole range, whatever its budget.
     const bool whole = epoch_size == size && !detail::draws_with_replacement(sampler_);
@@ -403,7 +408,7 @@ class DistributedSampler {
       if (kept < 1) too_small(epoch_size);
       if (!whole) return {.mask = range, .stream = global_stream, .budget = kept};
       const std::int64_t offset = options_.remainder == Remainder::rotate && odd ? size - kept : 0;
-      return {.mask = {range.start + offset, range.start + offset + kept}, .stream = global_stream, .budget = kept};
+      return {.mask = range.sub(offset, kept), .stream = global_stream, .budget = kept};
     }
     const std::int64_t r = info_.rank;
     const std::int64_t u = share_multiple(1);
@@ -418,18 +423,18 @@ class DistributedSampler {
         detail::throw_config(
             "DistributedSampler: padding {} observations per rank to whole batches of batch_size ({}) exceeds 2^62",
             positions, u);
-      const std::int64_t start = range.start + r * rows + std::min(r, extra);
-      return {.mask = {start, start + rows + (r < extra ? 1 : 0)},
+      const std::int64_t start = r * rows + std::min(r, extra);
+      return {.mask = range.sub(start, rows + (r < extra ? 1 : 0)),
               .stream = static_cast<std::uint64_t>(r),
               .budget = detail::ceil_div(positions, u) * u};
     }
     const std::int64_t per_rank = detail::round_down(size / world, u);
     if (per_rank < 1) too_small(size);
     const std::int64_t offset = options_.remainder == Remainder::rotate && odd ? size - world * per_rank : 0;
-    const std::int64_t start = range.start + offset + r * per_rank;
+    const std::int64_t start = offset + r * per_rank;
     const std::int64_t budget = whole ? per_rank : detail::round_down(epoch_size / world, u);
     if (budget < 1) too_small(epoch_size);
-    return {.mask = {start, start + per_rank}, .stream = static_cast<std::uint64_t>(r), .budget = budget};
+    return {.mask = range.sub(start, per_rank), .stream = static_cast<std::uint64_t>(r), .budget = budget};
   }
 
   // Rank r's block of `total` batches dealt among `world` ranks, as positions of their

@@ -223,21 +223,22 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
   [[nodiscard]] MixtureSampler with_shard(const Shard& shard) const {
     detail::check_shard_budget(name, shard);
     const std::int64_t total = boundaries_.back();
-    if (shard.mask.start < 0 || shard.mask.start >= shard.mask.stop || shard.mask.stop > total)
+    const Slice mask = detail::shard_range(name, shard.mask);
+    if (mask.start < 0 || mask.start >= mask.stop || mask.stop > total)
       detail::throw_config("MixtureSampler: a shard's mask [{}, {}) must be a non-empty range inside [0, {})",
-                           shard.mask.start, shard.mask.stop, total);
+                           mask.start, mask.stop, total);
     MixtureSampler copy = *this;
     for (std::size_t d = 0; d < sizes_.size(); ++d) {
-      const Slice part = detail::shard_part({boundaries_[d], boundaries_[d + 1]}, chunk_size_, shard.mask.start,
-                                            shard.mask.stop, total);
+      const Slice part =
+          detail::shard_part({boundaries_[d], boundaries_[d + 1]}, chunk_size_, mask.start, mask.stop, total);
       if (part.size() < chunk_size_)
         detail::throw_config(
             "MixtureSampler: the shard [{}, {}) leaves dataset {} a part [{}, {}) of {} observations, fewer than "
             "chunk_size ({}); every part needs one chunk",
-            shard.mask.start, shard.mask.stop, d, part.start, part.stop, part.size(), chunk_size_);
+            mask.start, mask.stop, d, part.start, part.stop, part.size(), chunk_size_);
       copy.parts_[d] = part;
     }
-    copy.shard_mask_ = shard.mask;
+    copy.shard_mask_ = mask;
     copy.budget_ = shard.budget;
     copy.rng_ = rng_.spawn(shard.stream);
     return copy;

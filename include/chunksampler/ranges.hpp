@@ -3,6 +3,7 @@
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/random.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +27,19 @@ namespace detail {
 /// `[start, stop)`, or `[start, end)` for an open-ended range, as error messages show a range.
 [[nodiscard]] inline std::string range_text(Slice range) {
   return range.open_ended() ? fmt::format("[{}, end)", range.start) : fmt::format("[{}, {})", range.start, range.stop);
+}
+
+/// A mask is a non-empty range inside `[0, 2^62]`, or `Slice::from(start)` with `start < 2^62`
+/// (`[start, n_obs)`, checked against each `n_obs`).
+inline void check_mask(std::string_view name, Slice mask) {
+  if (mask.start < 0) throw_config("{}: mask.start ({}) must be >= 0", name, mask.start);
+  if (mask.open_ended()) {
+    if (mask.start >= max_size) throw_config("{}: mask.start ({}) must be < 2^62", name, mask.start);
+    return;
+  }
+  if (mask.start >= mask.stop)
+    throw_config("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
+  if (mask.stop > max_size) throw_config("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
 }
 
 }  // namespace detail
@@ -66,6 +81,9 @@ class Ranges {
   /// One range, so a mask written as a `Slice` is a `Ranges` of one: `cs::Ranges mask = cs::Slice{16, 1000};`.
   // Implicit on purpose: every mask written today as a Slice stays valid where a Ranges is taken.
   Ranges(Slice range) : Ranges(std::span<const Slice>(&range, 1)) {}
+  /// One range `[start, stop)`: `cs::Ranges(16, 1000)`, and `cs::Shard{.mask = {16, 1000}}`. (An
+  /// options struct's `std::optional<Ranges>` mask takes `cs::Slice{16, 1000}` or a `Ranges`.)
+  Ranges(std::int64_t start, std::int64_t stop) : Ranges(Slice{start, stop}) {}
 
   /// Number of (merged) ranges.
   [[nodiscard]] std::size_t size() const noexcept { return data_->ranges.size(); }
@@ -126,6 +144,43 @@ class Ranges {
     return data_->ranges[i].start + (k - before[i]);
   }
 
+  /// The index of the range that holds the union's `k`-th observation (`k` as in `locate`), in
+  /// O(log ranges); with `offset(i)`, where a walk along the union starts.
+  [[nodiscard]] std::size_t range_at(std::int64_t k) const {
+    (void)locate(k);  // checks closed ranges and k
+    const std::vector<std::int64_t>& before = data_->before;
+    return static_cast<std::size_t>(std::ranges::upper_bound(before, k) - before.begin()) - 1;
+  }
+
+  /// Observations of the union in the ranges before range `i` (`i < size()`): where range `i`
+  /// starts when the union is counted from 0.
+  [[nodiscard]] std::int64_t offset(std::size_t i) const noexcept { return data_->before[i]; }
+
+  /// The observations at positions `[first, first + count)` of the (closed) union as ranges, in
+  /// O(log ranges + ranges kept): how a distributed sampler cuts the union into shards by
+  /// observation count, a shard possibly spanning several ranges. Needs `count >= 1` and
+  /// `first + count <= count()`, else `ConfigError`.
+  ///
+  ///     cs::Ranges{{0, 10}, {20, 30}}.sub(5, 10);   // [5, 10), [20, 25)
+  [[nodiscard]] Ranges sub(std::int64_t first, std::int64_t count) const {
+    require_closed("sub()");
+    if (first < 0 || count < 1 || first > this->count() - count)
+      detail::throw_config("Ranges::sub: [{}, {} + {}) must be a non-empty part of the union's [0, {})", first, first,
+                           count, this->count());
+    const std::size_t lo = range_at(first);
+    const std::size_t hi = range_at(first + count - 1);
+    if (lo == 0 && hi + 1 == size() && first == 0 && count == this->count()) return *this;
+    std::vector<Slice> kept(data_->ranges.begin() + static_cast<std::ptrdiff_t>(lo),
+                            data_->ranges.begin() + static_cast<std::ptrdiff_t>(hi) + 1);
+    kept.front().start += first - data_->before[lo];
+    kept.back().stop = data_->ranges[hi].start + (first + count - data_->before[hi]);
+    return Ranges(from_checked(std::move(kept)));
+  }
+
+  /// A hash of the ranges (after merging), computed once: what a sampler's fingerprint holds of
+  /// its mask, in O(1).
+  [[nodiscard]] std::uint64_t hash() const noexcept { return data_->hash; }
+
   /// The inverse of `locate`: where `row` stands in the union (0-based), or `std::nullopt` when
   /// the union does not hold it; O(log ranges). Works on open-ended ranges too.
   ///
@@ -169,6 +224,7 @@ class Ranges {
   struct Data {
     std::vector<Slice> ranges;
     std::vector<std::int64_t> before;  ///< observations in the ranges before range i
+    std::uint64_t hash = 0;            ///< of the ranges, for fingerprints
   };
 
   explicit Ranges(std::shared_ptr<const Data> data) noexcept : data_(std::move(data)) {}
@@ -192,6 +248,8 @@ class Ranges {
   /// Checks `given` as the constructor documents and merges adjacent ranges.
   [[nodiscard]] static std::shared_ptr<const Data> build(std::span<const Slice> given) {
     if (given.empty()) detail::throw_config("Ranges: no ranges given; a mask needs at least one range");
+    // One range is a mask written as a Slice: named as such.
+    if (given.size() == 1) detail::check_mask("Ranges", given[0]);
     std::vector<Slice> merged;
     merged.reserve(given.size());
     for (std::size_t i = 0; i < given.size(); ++i) {
@@ -233,10 +291,14 @@ class Ranges {
     auto data = std::make_shared<Data>();
     data->before.reserve(ranges.size());
     std::int64_t total = 0;
+    std::uint64_t hash = detail::mix64(ranges.size());
     for (const Slice& range : ranges) {
       data->before.push_back(total);
       if (!range.open_ended()) total += range.size();
+      hash = detail::derive(detail::derive(hash, static_cast<std::uint64_t>(range.start)),
+                            static_cast<std::uint64_t>(range.stop));
     }
+    data->hash = hash;
     data->ranges = std::move(ranges);
     return data;
   }

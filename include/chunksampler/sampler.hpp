@@ -3,6 +3,7 @@
 
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/plan.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <concepts>
@@ -67,7 +68,7 @@ concept HasEpochs = requires(S& s, const S& cs, std::uint64_t epoch) {
 
 /// What `DistributedSampler` asks of the sampler it wraps: one part of the job's data.
 struct Shard {
-  Slice mask;                ///< the part of the wrapped sampler's range this shard reads (see requirement 4)
+  Ranges mask;               ///< the part of the wrapped sampler's data this shard reads (see requirement 4)
   std::uint64_t stream = 0;  ///< the random stream it draws from: `rng().spawn(stream)`
   std::int64_t budget = 1;   ///< positions per epoch; above the rows of `mask` (no replacement), rows repeat
 };
@@ -75,7 +76,7 @@ struct Shard {
 /// Can lay out an epoch as an `EpochPlan` and be restricted to a part of its data.
 template <class S>
 concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs, std::uint64_t epoch) {
-  { s.mask() } -> std::convertible_to<std::optional<Slice>>;
+  { s.mask() } -> std::convertible_to<std::optional<Ranges>>;
   { s.epoch_size(n_obs) } -> std::convertible_to<std::int64_t>;
   { s.plan(n_obs, epoch) } -> EpochPlan;
   { s.with_shard(shard) } -> std::same_as<S>;
@@ -85,13 +86,13 @@ concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs,
 /// A sampler `DistributedSampler` can wrap.
 ///
 /// Semantic requirements, beyond those of `Sampler`:
-///  1. `mask()` is the observation range the sampler covers; `std::nullopt` means `[0, n_obs)`.
+///  1. `mask()` is the observations the sampler covers; `std::nullopt` means `[0, n_obs)`.
 ///  2. `epoch_size(n_obs)` is the positions an epoch holds before `drop_last` (a fixed sample
 ///     budget, or the mask's size).
 ///  3. `plan(n_obs, e)` is epoch `e` as an `EpochPlan`; `sample(n_obs)` yields the batches of
 ///     `plan(n_obs, epoch())` in order, then moves to `epoch() + 1`.
 ///  4. `with_shard(shard)` returns a copy that reads only the part of its data `shard.mask`
-///     designates (the observations of `shard.mask` itself for a sampler over one range; a
+///     designates (the observations of `shard.mask` itself for a sampler over rows; a
 ///     mixture reads the same fraction of each of its datasets), such that disjoint masks
 ///     designate disjoint parts; it draws from the random stream `shard.stream` of its own (the
 ///     same for the same seed and stream, different for different ones), holds `shard.budget`

@@ -12,6 +12,7 @@
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/epoch.hpp>
 #include <chunksampler/plan.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_state.hpp>
@@ -137,10 +138,11 @@ struct ChunkConfig {
   std::int64_t preload_nchunks;
   std::int64_t batch_size;
   bool drop_last;
-  std::optional<Slice> mask;
+  std::optional<Ranges> mask;
   bool shuffle;
   bool replacement;
   std::optional<std::int64_t> num_samples;
+  bool grid_starts = false;
   /// Set by `with_shard`: the positions an epoch holds, superseding `num_samples`; above the
   /// stream's rows the last request repeats rows (padding).
   std::optional<std::int64_t> budget = std::nullopt;
@@ -149,17 +151,11 @@ struct ChunkConfig {
 /// The fingerprint of a state: the sampler's kind and every setting that shapes an epoch.
 [[nodiscard]] inline std::uint64_t fingerprint_of(std::string_view kind, const ChunkConfig& c) noexcept {
   std::uint64_t h = fingerprint_seed(kind);
-  const std::int64_t fields[] = {c.chunk_size,
-                                 c.preload_nchunks,
-                                 c.batch_size,
-                                 c.drop_last ? 1 : 0,
-                                 c.mask ? 1 : 0,
-                                 c.mask ? c.mask->start : 0,
-                                 c.mask ? c.mask->stop : 0,
-                                 c.shuffle ? 1 : 0,
-                                 c.replacement ? 1 : 0,
-                                 c.num_samples.value_or(-1),
-                                 c.budget.value_or(-1)};
+  const std::int64_t fields[] = {
+      c.chunk_size,          c.preload_nchunks,     c.batch_size,
+      c.drop_last ? 1 : 0,   c.mask ? 1 : 0,        c.mask ? static_cast<std::int64_t>(c.mask->hash()) : 0,
+      c.shuffle ? 1 : 0,     c.replacement ? 1 : 0, c.num_samples.value_or(-1),
+      c.budget.value_or(-1), c.grid_starts ? 1 : 0};
   for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
   return h;
 }
@@ -190,8 +186,8 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
   [[nodiscard]] bool drop_last() const noexcept { return config_.drop_last; }
   /// Whether chunk order and positions are random.
   [[nodiscard]] bool shuffle() const noexcept { return config_.shuffle; }
-  /// The observation range sampled; `std::nullopt` is all of `[0, n_obs)`.
-  [[nodiscard]] const std::optional<Slice>& mask() const noexcept { return config_.mask; }
+  /// The observations sampled; `std::nullopt` is all of `[0, n_obs)`.
+  [[nodiscard]] const std::optional<Ranges>& mask() const noexcept { return config_.mask; }
   /// A hash of every setting that shapes an epoch; states carry it.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return detail::fingerprint_of(Derived::name, config_); }
 
@@ -199,33 +195,28 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
   void validate(std::int64_t n_obs) const {
     if (n_obs < 0 || n_obs > detail::max_size)
       detail::throw_config("{}: n_obs ({}) must be in [0, 2^62]", Derived::name, n_obs);
-    const Slice range = resolved_mask(n_obs);
-    if (range.stop > n_obs)
-      detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", Derived::name, range.stop, n_obs);
-    if (range.empty())
-      detail::throw_config("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})",
-                           Derived::name, range.start, range.stop, n_obs);
-    // A range shorter than a chunk is served as annbatch serves it: one short chunk at a uniform
-    // random start, which holds at most the range.
-    if (config_.replacement && range.size() < config_.chunk_size) {
-      const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
-      if (budget > range.size())
+    const std::int64_t size = detail::check_mask_within(Derived::name, config_.mask, n_obs);
+    // A union shorter than a chunk is served as annbatch serves a short range: one short chunk
+    // at a uniform random start, which holds at most the union.
+    if (config_.replacement && size < config_.chunk_size) {
+      const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(size));
+      if (budget > size)
         detail::throw_config(
             "{}: with replacement a sampled range shorter than a chunk ({} observations, chunk_size {}) is read as "
             "one short chunk, so the epoch's {} ({}) must be <= {}",
-            Derived::name, range.size(), config_.chunk_size, config_.budget ? "share" : "num_samples", budget,
-            range.size());
+            Derived::name, size, config_.chunk_size, config_.budget ? "share" : "num_samples", budget, size);
     }
     // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
-    if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > range.size())
+    if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > size)
       detail::throw_config("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
-                           Derived::name, *config_.num_samples, range.size());
+                           Derived::name, *config_.num_samples, size);
   }
 
   /// Observations one epoch holds before `drop_last`: `num_samples` if set, else the mask's size.
   [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
     validate(n_obs);
-    return config_.budget.value_or(config_.num_samples.value_or(resolved_mask(n_obs).size()));
+    return config_.budget.value_or(
+        config_.num_samples.value_or(detail::check_mask_within(Derived::name, config_.mask, n_obs)));
   }
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
@@ -258,25 +249,22 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
  private:
   void check_config() const {
     detail::check_request_shape(Derived::name, config_.chunk_size, config_.preload_nchunks, config_.batch_size);
-    detail::check_mask(Derived::name, config_.mask);
     if (config_.num_samples) detail::check_num_samples(Derived::name, *config_.num_samples);
   }
 
-  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept {
-    return config_.mask ? config_.mask->resolve(n_obs) : Slice{0, n_obs};
-  }
-
-  [[nodiscard]] detail::ChunkLayout layout(std::int64_t n_obs) const noexcept {
-    const Slice range = resolved_mask(n_obs);
-    const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(range.size()));
-    return {.mask = range,
+  [[nodiscard]] detail::ChunkLayout layout(std::int64_t n_obs) const {
+    const Ranges ranges = config_.mask ? config_.mask->resolve(n_obs) : Ranges(0, n_obs);
+    const std::int64_t size = ranges.count();
+    const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(size));
+    return {.mask = ranges,
             .chunk_size = config_.chunk_size,
             .preload_nchunks = config_.preload_nchunks,
             .batch_size = config_.batch_size,
-            .stream_obs = config_.replacement ? budget : range.size(),
+            .stream_obs = config_.replacement ? budget : size,
             .used_obs = config_.drop_last ? detail::round_down(budget, config_.batch_size) : budget,
             .shuffle = config_.shuffle,
-            .replacement = config_.replacement};
+            .replacement = config_.replacement,
+            .grid_starts = config_.grid_starts};
   }
 };
 

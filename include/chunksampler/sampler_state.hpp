@@ -79,13 +79,15 @@ class SamplerState {
 
   friend bool operator==(const SamplerState&, const SamplerState&) = default;
 
-  /// The version of the text format `to_string()` writes. `parse()` also reads version 3
-  /// (chunksampler 0.2's first keys, the same epochs); older versions are refused by name: 1 did
-  /// not record `n_obs`, and 2 was written before the epochs' chunk orders changed (chunksampler
-  /// 0.2), so it would resume another order.
-  static constexpr int text_version = 4;
+  /// The version of the text format `to_string()` writes. Older versions are refused by name:
+  /// 1 did not record `n_obs`; 2 was written before the epochs' chunk orders changed
+  /// (chunksampler 0.2); 3 and 4 before chunks moved onto the storage grid (chunksampler 0.3),
+  /// which changed the epochs of masks and shards that start or end off it and of every range
+  /// whose short tail chunk now takes a uniform place in the order: each would resume another
+  /// order.
+  static constexpr int text_version = 5;
 
-  /// One line of text: `chunksampler-state/4` and then `key=value` fields, one per accessor in
+  /// One line of text: `chunksampler-state/5` and then `key=value` fields, one per accessor in
   /// the accessors' order (`fingerprint` in hexadecimal, `n_obs=any` for a state no size is tied
   /// to), then the distributed layout a global-mode state needs (`plan_world_size`, `runs`:
   /// `all`, `none` or `<begin>-<end>,...`, and `dealt_at`).
@@ -107,19 +109,17 @@ class SamplerState {
   /// refuses. Every state it returns round-trips.
   [[nodiscard]] static SamplerState parse(std::string_view text) {
     Reader reader{text};
-    const int version = reader.expect_header();
-    const bool v3 = version == 3;
+    reader.expect_header();
     detail::StateFields f;
     f.fingerprint = reader.field<std::uint64_t>("fingerprint", 16);
     f.seed = reader.field<std::uint64_t>("seed", 10);
     f.epoch = reader.field<std::uint64_t>("epoch", 10);
     f.n_obs = reader.optional_field("n_obs", "any");
-    f.batches_done = reader.field<std::int64_t>(v3 ? "batches" : "batches_done", 10);
+    f.batches_done = reader.field<std::int64_t>("batches_done", 10);
     f.world_size = reader.field<std::int64_t>("world_size", 10);
-    if (v3) f.plan_world_size = reader.field<std::int64_t>("plan_world_size", 10);
-    f.num_workers = reader.field<std::int64_t>(v3 ? "workers" : "num_workers", 10);
+    f.num_workers = reader.field<std::int64_t>("num_workers", 10);
     f.worker = reader.field<std::int64_t>("worker", 10);
-    if (!v3) f.plan_world_size = reader.field<std::int64_t>("plan_world_size", 10);
+    f.plan_world_size = reader.field<std::int64_t>("plan_world_size", 10);
     f.runs = reader.runs();
     f.dealt_at = reader.field<std::int64_t>("dealt_at", 10);
     reader.expect_end();
@@ -178,12 +178,18 @@ class SamplerState {
       rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
       return w;
     }
-    // The format version of the text: the current one or 3; older ones are refused by name.
-    int expect_header() {
+    // The format version of the text: the current one; older ones are refused by name.
+    void expect_header() {
       const std::string expected = fmt::format("chunksampler-state/{}", text_version);
       const std::string_view w = word();
-      if (w == expected) return text_version;
-      if (w == "chunksampler-state/3") return 3;
+      if (w == expected) return;
+      if (w == "chunksampler-state/3" || w == "chunksampler-state/4")
+        detail::throw_state_mismatch(
+            "SamplerState: the text is of format {}, written before chunksampler 0.3 put every chunk on the storage "
+            "grid (multiples of chunk_size from row 0): an epoch whose mask or shard starts or ends off the grid, or "
+            "whose size is not a multiple of chunk_size, now reads another order; this version reads {:?}: take a "
+            "new state",
+            std::string(w), expected);
       if (w == "chunksampler-state/1")
         detail::throw_state_mismatch(
             "SamplerState: the text is of format chunksampler-state/1, written by chunksampler 0.1, which did not "

@@ -6,6 +6,7 @@
 // and `fingerprint` of `ChunkSamplerBase`; `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state`, `restore` and `rng` of `SamplerBase`.
 
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler_base.hpp>
 #include <chunksampler/slice.hpp>
@@ -19,11 +20,12 @@ namespace chunksampler {
 /// Options of `SequentialSampler`: those of `RandomOptions` before `seed`, in the same order (an
 /// in-order sampler draws nothing, so it takes no seed).
 struct SequentialOptions {
-  std::int64_t chunk_size = 0;               ///< observations per chunk read (>= 1)
-  std::int64_t preload_nchunks = 0;          ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;               ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;                    ///< drop the epoch's last, short batch
-  std::optional<Slice> mask = std::nullopt;  ///< observations to read; all of [0, n_obs) by default
+  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1)
+  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::optional<Ranges> mask =
+      std::nullopt;  ///< observations to read (one range or many); all of [0, n_obs) by default
 };
 
 /// In-order chunk sampler for evaluation: chunks in order, positions in order, `shuffle()`

@@ -69,9 +69,14 @@ def mask_from(mask: object) -> tuple[int, int | None] | None:
     return start, optional_index("mask.stop", mask.stop)
 
 
-def mask_to(mask: tuple[int, int | None] | None) -> slice:
-    """The C++ sampler's mask as annbatch spells it: all of ``[0, n_obs)`` is ``slice(0, None)``."""
-    return slice(0, None) if mask is None else slice(mask[0], mask[1])
+def mask_to(mask: list[tuple[int, int | None]] | None) -> slice | list[slice]:
+    """The C++ sampler's mask as annbatch spells it: all of ``[0, n_obs)`` is ``slice(0, None)``,
+    one range a slice, several a list of slices."""
+    if mask is None:
+        return slice(0, None)
+    if len(mask) == 1:
+        return slice(mask[0][0], mask[0][1])
+    return [slice(start, stop) for start, stop in mask]
 
 
 def seed_from(rng: object) -> tuple[np.random.Generator, int]:

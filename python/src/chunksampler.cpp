@@ -69,9 +69,14 @@ std::optional<cs::Slice> slice_of(const std::optional<PyMask>& mask) {
   return mask->second ? cs::Slice{mask->first, *mask->second} : cs::Slice::from(mask->first);
 }
 
-std::optional<PyMask> py_mask(const std::optional<cs::Slice>& mask) {
+// A mask's ranges as Python spells them, or None for all of [0, n_obs).
+std::optional<std::vector<PyMask>> py_mask(const std::optional<cs::Ranges>& mask) {
   if (!mask) return std::nullopt;
-  return PyMask{mask->start, mask->open_ended() ? std::nullopt : std::optional<std::int64_t>(mask->stop)};
+  std::vector<PyMask> out;
+  out.reserve(mask->size());
+  for (const cs::Slice& range : *mask)
+    out.emplace_back(range.start, range.open_ended() ? std::nullopt : std::optional<std::int64_t>(range.stop));
+  return out;
 }
 
 // Where a sampler stands in its epoch, for `state()` without an argument: the batches yielded
@@ -471,7 +476,7 @@ NB_MODULE(_chunksampler, m) {
                    [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.shuffle(); }); })
       .def_prop_ro(
           "mask", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return py_mask(p.mask()); }); },
-          "(start, stop or None), or None for all of [0, n_obs).")
+          "[(start, stop or None), ...], or None for all of [0, n_obs).")
       .def_prop_ro(
           "seed", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.rng().seed(); }); },
           "The seed every random choice descends from.")

@@ -4,11 +4,14 @@
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/random.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/slice.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace chunksampler::detail {
@@ -31,20 +34,49 @@ inline void check_request_shape(std::string_view name, std::int64_t chunk_size, 
     throw_config("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, batch_size, request);
 }
 
-/// A mask is a non-empty range inside `[0, 2^62]`, or `Slice::from(start)` with `start < 2^62`
-/// (`[start, n_obs)`, checked against each `n_obs`).
-inline void check_mask(std::string_view name, Slice mask) {
-  if (mask.start < 0) throw_config("{}: mask.start ({}) must be >= 0", name, mask.start);
-  if (mask.open_ended()) {
-    if (mask.start >= max_size) throw_config("{}: mask.start ({}) must be < 2^62", name, mask.start);
-    return;
-  }
-  if (mask.start >= mask.stop)
-    throw_config("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
-  if (mask.stop > max_size) throw_config("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
-}
 inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
   if (mask) check_mask(name, *mask);
+}
+
+/// Checks `mask` (all of `[0, n_obs)` when absent) against `n_obs`, which is in `[0, 2^62]`,
+/// and returns the observations it selects, in O(log ranges). A one-range mask is named as
+/// `mask.start`/`mask.stop`, a range of many as `mask[i]`.
+inline std::int64_t check_mask_within(std::string_view name, const std::optional<Ranges>& mask, std::int64_t n_obs) {
+  if (!mask) {
+    if (n_obs == 0)
+      throw_config("{}: the sampled range [0, 0) is empty; it needs mask.start < mask.stop <= n_obs (0)", name);
+    return n_obs;
+  }
+  const std::size_t last = mask->size() - 1;
+  const Slice back = (*mask)[last];
+  if (last == 0) {
+    if (!back.open_ended() && back.stop > n_obs)
+      throw_config("{}: mask.stop ({}) must be <= n_obs ({})", name, back.stop, n_obs);
+    if (back.start >= std::min(back.stop, n_obs))
+      throw_config("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})", name,
+                   back.start, back.resolve(n_obs).stop, n_obs);
+    return back.resolve(n_obs).size();
+  }
+  if (back.open_ended()) {
+    if (back.start >= n_obs)
+      throw_config("{}: the open-ended mask[{}] = [{}, end) must start before n_obs ({})", name, last, back.start,
+                   n_obs);
+  } else if (back.stop > n_obs) {
+    const std::span<const Slice> ranges = mask->slices();
+    const auto past = std::ranges::partition_point(ranges, [n_obs](const Slice& r) { return r.stop <= n_obs; });
+    throw_config("{}: mask[{}] = [{}, {}) must end at or before n_obs ({})", name, past - ranges.begin(), past->start,
+                 past->stop, n_obs);
+  }
+  return mask->offset(last) + back.resolve(n_obs).size();
+}
+
+/// The one range of a shard's mask, for samplers whose data is one range; `ConfigError` when it
+/// has several.
+[[nodiscard]] inline Slice shard_range(std::string_view name, const Ranges& mask) {
+  if (mask.size() != 1)
+    throw_config("{}: a shard's mask must be one range, not {} ranges ({} first)", name, mask.size(),
+                 range_text(mask[0]));
+  return mask[0];
 }
 
 /// `num_samples`, when given, is in `[1, 2^62]`.

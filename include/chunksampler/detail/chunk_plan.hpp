@@ -5,107 +5,124 @@
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/detail/request_grid.hpp>
 #include <chunksampler/plan.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/slice.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <optional>
 #include <span>
+#include <vector>
 
 namespace chunksampler::detail {
 
 /// What a chunk sampler needs to lay out one epoch; checked before it gets here.
 struct ChunkLayout {
-  Slice mask;                    ///< the observations the epoch draws from
-  std::int64_t chunk_size;       ///< length of every chunk but the remainder
+  Ranges mask;                   ///< the (closed) observations the epoch draws from
+  std::int64_t chunk_size;       ///< length of a full chunk: one cell of the storage grid
   std::int64_t preload_nchunks;  ///< chunks per request
   std::int64_t batch_size;       ///< positions per batch
   std::int64_t stream_obs;       ///< observations in the epoch's chunk stream
   std::int64_t used_obs;         ///< positions the epoch's batches hold; above stream_obs, rows repeat (pad)
   bool shuffle;                  ///< random chunk order and positions
   bool replacement;              ///< chunks at random starts instead of a partition of the mask
+  bool grid_starts;              ///< with replacement: starts drawn among the grid chunks' starts
 };
 
 /// One epoch of a chunk sampler (an `EpochPlan`), any request of which is computed in
-/// O(request) time from its index alone: chunk `i` of the epoch's stream comes from a uniform
-/// keyed permutation (`KeyedPermutation`; or, with replacement, a keyed draw) evaluated at `i`,
-/// and request `k`'s positions from an engine keyed by `k`. Memory does not grow with `n_obs`:
-/// at most the permutation's table of 2^16 chunks (256 KiB), built at the first request.
+/// O(request x log ranges) time from its index alone, memory O(ranges) and never O(n_obs).
 ///
-/// The chunk stream holds `stream_obs / chunk_size` full chunks and, when it does not divide,
-/// one remainder chunk last. Without replacement the full chunks partition
-/// `[mask.start, mask.start + full * chunk_size)` and the remainder is the mask's tail, so a
-/// full chunk always starts on a multiple of `chunk_size` from the mask's start. Request `k`
-/// reads chunks `[k * preload_nchunks, (k + 1) * preload_nchunks)` of the stream.
+/// Without replacement the epoch reads the chunks of the mask's storage grid
+/// (`Ranges::Grid`: cells `[j * chunk_size, (j + 1) * chunk_size)` cut to the ranges, so every
+/// full chunk sits on the grid and short ones touch a range edge) in a uniform keyed order
+/// (`KeyedPermutation` over all of them, short ones included; row order when not shuffled).
+/// Their rows, one after the other, are the epoch's stream, and request `k` reads the stream's
+/// rows `[k * request_obs, (k + 1) * request_obs)`: every request but the last is full, so it
+/// splits into whole batches however many short chunks it holds, and a chunk that straddles
+/// two requests is read in two pieces, one in each. Where stream row `x` lies is found through
+/// the short chunks' places in the order (all others have `chunk_size` rows), computed at the
+/// first request: O(short chunks) inverse lookups of the permutation and a sort.
+///
+/// With replacement chunk `i` of the stream is `chunk_size` consecutive observations of the
+/// union (the last cut to the budget) from a keyed draw: a uniform start among those that fit,
+/// or, with `grid_starts`, the start of a uniform grid chunk (wrapping past the union's end).
+/// A chunk that spans ranges is read as one piece per range, so no piece crosses a range edge.
 class ChunkPlan : public RequestGrid<ChunkPlan> {
  public:
   ChunkPlan(const ChunkLayout& layout, std::uint64_t chunk_key, std::uint64_t position_key)
       : layout_(layout),
-        full_chunks_(layout.stream_obs / layout.chunk_size),
-        remainder_(layout.stream_obs % layout.chunk_size),
-        // Only a shuffled partition reads the order: the others need no table.
-        order_(layout.shuffle && !layout.replacement
-                   ? static_cast<std::uint64_t>(std::max<std::int64_t>(full_chunks_, 1))
-                   : 1,
-               chunk_key),
+        n_obs_(layout.mask.count()),
         chunk_key_(chunk_key),
-        position_key_(position_key) {}
+        position_key_(position_key),
+        index_(std::make_shared<Index>()) {}
 
   /// Requests: those the stream's used rows need; padding rows go to the last.
   [[nodiscard]] std::int64_t n_requests() const noexcept {
     return ceil_div(std::min(layout_.used_obs, layout_.stream_obs), request_obs());
   }
-  [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, stream_chunks()); }
+  /// At most the pieces a request holds: each has a row; without replacement at most
+  /// `preload_nchunks` full chunks, two pieces cut at its ends and the ranges' short chunks;
+  /// with replacement each chunk one piece per range it touches (with `grid_starts`, per cell).
+  [[nodiscard]] std::int64_t max_chunks() const noexcept {
+    const std::int64_t rows = std::min(request_obs(), layout_.stream_obs);
+    const auto ranges = static_cast<std::int64_t>(layout_.mask.size());
+    if (!layout_.replacement) return std::min(rows, layout_.preload_nchunks + 2 + 2 * ranges);
+    const std::int64_t chunks = std::min(layout_.preload_nchunks, ceil_div(layout_.stream_obs, layout_.chunk_size));
+    const std::int64_t pieces = std::min(layout_.chunk_size, 2 * ranges + 2);
+    return product_fits(chunks, pieces) ? std::min(rows, chunks * pieces) : rows;
+  }
   [[nodiscard]] std::int64_t max_positions() const noexcept {
     return std::min(request_obs(), layout_.stream_obs) +
            std::max<std::int64_t>(layout_.used_obs - layout_.stream_obs, 0);
   }
   [[nodiscard]] const ChunkLayout& layout() const noexcept { return layout_; }
-  /// Chunks in the epoch's stream: the full ones and the short tail, if any.
-  [[nodiscard]] std::int64_t stream_chunks() const noexcept { return full_chunks_ + (remainder_ != 0 ? 1 : 0); }
 
-  /// Chunk `i` of the epoch's stream (`i < stream_chunks()`).
+  /// Chunks in the epoch's stream: the mask's grid chunks, or with replacement the drawn ones.
+  [[nodiscard]] std::int64_t stream_chunks() const {
+    return layout_.replacement ? ceil_div(layout_.stream_obs, layout_.chunk_size) : built().grid->n_chunks();
+  }
+  /// Appends the rows of stream chunk `i` (`i < stream_chunks()`) to `out`: its grid chunk, or
+  /// with replacement one piece per range the drawn chunk touches.
+  void pieces(std::int64_t i, std::vector<Slice>& out) const {
+    const Index& index = built();
+    if (layout_.replacement) drawn_chunk(index, i, out);
+    else out.push_back(chunk_at(index, i));
+  }
+  /// Stream chunk `i` when it is one piece (always without replacement; with replacement when
+  /// it lies in one range), else its first piece.
   [[nodiscard]] Slice chunk(std::int64_t i) const {
-    const std::int64_t length = i < full_chunks_ ? layout_.chunk_size : remainder_;
-    std::int64_t start = 0;
-    if (layout_.replacement) {
-      Engine engine = make_engine(chunk_key_, static_cast<std::uint64_t>(i));
-      start = layout_.mask.start +
-              static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(layout_.mask.size() - length + 1)));
-    } else if (i < full_chunks_) {
-      const std::int64_t slot = layout_.shuffle ? static_cast<std::int64_t>(order_(static_cast<std::uint64_t>(i))) : i;
-      start = layout_.mask.start + slot * layout_.chunk_size;
-    } else {
-      start = layout_.mask.start + full_chunks_ * layout_.chunk_size;
-    }
-    return {start, start + length};
+    std::vector<Slice> out;
+    pieces(i, out);
+    return out.front();
   }
 
-  /// Request `k` (`k < n_requests()`). Shuffled, it lists its whole group of
-  /// `preload_nchunks` chunks of the stream and a uniform selection of its positions in
-  /// uniform order, so the rows an epoch leaves out (`drop_last`, `num_samples`) are random
-  /// among the group's, the stream's short tail chunk included. In order, it lists the fewest
-  /// chunks that cover its rows, the last cut to fit, and positions 0, 1, ... When the epoch
-  /// holds more positions than the stream has rows (padding), the last request repeats rows:
-  /// drawn at random from its buffer when shuffled, from its start in order otherwise.
+  /// Request `k` (`k < n_requests()`). Shuffled, it lists the pieces of its whole share of the
+  /// stream and a uniform selection of its positions in uniform order, so the rows an epoch
+  /// leaves out (`drop_last`, `num_samples`) are random among the share's. In order, it lists
+  /// the pieces of the rows it uses and positions 0, 1, ... When the epoch holds more positions
+  /// than the stream has rows (padding), the last request repeats rows: drawn at random from
+  /// its buffer when shuffled, from its start in order otherwise.
   void fill(std::int64_t k, RequestBuffers& out) const {
-    const std::int64_t used = std::min(request_obs(), layout_.used_obs - k * request_obs());
-    const std::int64_t wanted = k + 1 == n_requests() ? layout_.used_obs - k * request_obs() : used;
-    const std::int64_t first = k * layout_.preload_nchunks;
-    const std::int64_t n_chunks = layout_.shuffle
-                                      ? std::min(layout_.preload_nchunks, stream_chunks() - first)
-                                      : std::min(ceil_div(used, layout_.chunk_size), stream_chunks() - first);
-    out.chunks.resize(static_cast<std::size_t>(n_chunks));
+    const Index& index = built();
+    const std::int64_t begin = k * request_obs();
+    const std::int64_t used = std::min(request_obs(), layout_.used_obs - begin);
+    const std::int64_t wanted = k + 1 == n_requests() ? layout_.used_obs - begin : used;
+    out.chunks.clear();
+    if (layout_.replacement) {
+      const std::int64_t first = k * layout_.preload_nchunks;
+      const std::int64_t n_chunks =
+          std::min(layout_.preload_nchunks, ceil_div(layout_.stream_obs, layout_.chunk_size) - first);
+      for (std::int64_t j = 0; j < n_chunks; ++j) drawn_chunk(index, first + j, out.chunks);
+    } else {
+      // Padding positions past the stream's rows repeat rows of the buffer; they add none.
+      const std::int64_t end = std::min(begin + (layout_.shuffle ? request_obs() : used), layout_.stream_obs);
+      stream_pieces(index, begin, end, out.chunks);
+    }
     std::int64_t buffer = 0;
-    for (std::int64_t j = 0; j < n_chunks; ++j) {
-      const Slice c = chunk(first + j);
-      out.chunks[static_cast<std::size_t>(j)] = c;
-      buffer += c.size();
-    }
-    if (!layout_.shuffle && buffer > used) {
-      out.chunks.back().stop -= buffer - used;
-      buffer = used;
-    }
+    for (const Slice& c : out.chunks) buffer += c.size();
     const std::int64_t distinct = std::min(wanted, buffer);
     out.positions.resize(static_cast<std::size_t>(buffer));
     std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
@@ -128,12 +145,133 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   }
 
  private:
+  // A short chunk of the grid at its place in the epoch's order.
+  struct Short {
+    std::int64_t place;   // index in the order
+    std::int64_t before;  // stream rows before it
+    std::int64_t rows;    // its length (< chunk_size)
+  };
+
+  // What the first request builds and every copy of the plan shares: the grid, the order and
+  // where the short chunks fall in it.
+  struct Index {
+    std::once_flag once;
+    std::optional<Ranges::Grid> grid;
+    std::optional<KeyedPermutation> order;
+    std::vector<Short> shorts;  // by place
+  };
+
+  [[nodiscard]] const Index& built() const {
+    std::call_once(index_->once, [this] { build(*index_); });
+    return *index_;
+  }
+
+  void build(Index& index) const {
+    const std::int64_t c = layout_.chunk_size;
+    index.grid.emplace(layout_.mask, c);
+    const std::int64_t n_chunks = index.grid->n_chunks();
+    if (layout_.replacement) return;
+    if (layout_.shuffle) index.order.emplace(static_cast<std::uint64_t>(n_chunks), chunk_key_);
+    // A range's first and last grid chunks are its only possibly short ones.
+    std::int64_t chunk = 0;
+    for (const Slice& range : layout_.mask) {
+      const std::int64_t cells = (range.stop - 1) / c - range.start / c + 1;
+      const std::int64_t head_stop = std::min(range.stop, (range.start / c + 1) * c);
+      if (head_stop - range.start < c) index.shorts.push_back({place_of(index, chunk), 0, head_stop - range.start});
+      if (cells > 1) {
+        const std::int64_t tail_rows = range.stop - (range.stop - 1) / c * c;
+        if (tail_rows < c) index.shorts.push_back({place_of(index, chunk + cells - 1), 0, tail_rows});
+      }
+      chunk += cells;
+    }
+    std::ranges::sort(index.shorts, {}, &Short::place);
+    // Stream rows before each short chunk: the full chunks and short ones placed before it.
+    std::int64_t place = 0;
+    std::int64_t rows = 0;
+    for (Short& s : index.shorts) {
+      rows += (s.place - place) * c;
+      s.before = rows;
+      rows += s.rows;
+      place = s.place + 1;
+    }
+  }
+
+  [[nodiscard]] static std::int64_t place_of(const Index& index, std::int64_t chunk) {
+    return index.order ? static_cast<std::int64_t>(index.order->inverse(static_cast<std::uint64_t>(chunk))) : chunk;
+  }
+
+  // The grid chunk at place `i` of the epoch's order.
+  [[nodiscard]] static Slice chunk_at(const Index& index, std::int64_t i) {
+    const std::int64_t chunk =
+        index.order ? static_cast<std::int64_t>((*index.order)(static_cast<std::uint64_t>(i))) : i;
+    return index.grid->chunk(chunk);
+  }
+
+  // Appends the pieces of stream rows [begin, end) (begin < end) to `out`.
+  void stream_pieces(const Index& index, std::int64_t begin, std::int64_t end, std::vector<Slice>& out) const {
+    const std::int64_t c = layout_.chunk_size;
+    // Where stream row `begin` lies: after the last short chunk that starts at or before it,
+    // every chunk is full.
+    const auto after = std::ranges::upper_bound(index.shorts, begin, {}, &Short::before);
+    std::int64_t place = begin / c;
+    std::int64_t offset = begin % c;
+    if (after != index.shorts.begin()) {
+      const Short& s = *(after - 1);
+      if (begin < s.before + s.rows) {
+        place = s.place;
+        offset = begin - s.before;
+      } else {
+        const std::int64_t past = begin - s.before - s.rows;
+        place = s.place + 1 + past / c;
+        offset = past % c;
+      }
+    }
+    for (std::int64_t row = begin; row < end; ++place, offset = 0) {
+      const Slice chunk = chunk_at(index, place);
+      const std::int64_t start = chunk.start + offset;
+      const std::int64_t stop = std::min(chunk.stop, start + (end - row));
+      out.push_back({start, stop});
+      row += stop - start;
+    }
+  }
+
+  // Appends the pieces of drawn chunk `i` (with replacement) to `out`.
+  void drawn_chunk(const Index& index, std::int64_t i, std::vector<Slice>& out) const {
+    const std::int64_t rows = std::min(layout_.chunk_size, layout_.stream_obs - i * layout_.chunk_size);
+    Engine engine = make_engine(chunk_key_, static_cast<std::uint64_t>(i));
+    const Ranges& mask = layout_.mask;
+    std::int64_t position = 0;
+    if (layout_.grid_starts) {
+      const auto chunk = static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(index.grid->n_chunks())));
+      position = *mask.position_of(index.grid->chunk(chunk).start);
+    } else {
+      position = static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(n_obs_ - rows + 1)));
+    }
+    // Union positions [position, position + rows), wrapping past the end (grid starts only).
+    std::size_t r = mask.range_at(position);
+    std::int64_t start = mask[r].start + (position - mask.offset(r));
+    // Grid starts keep every piece inside one cell of the grid, as the chunks without
+    // replacement are: a draw from a short head chunk continues into the next cell as a new piece.
+    const std::int64_t c = layout_.chunk_size;
+    for (std::int64_t left = rows; left > 0;) {
+      std::int64_t stop = std::min(mask[r].stop, start + left);
+      if (layout_.grid_starts) stop = std::min(stop, (start / c + 1) * c);
+      out.push_back({start, stop});
+      left -= stop - start;
+      if (stop < mask[r].stop) {
+        start = stop;
+        continue;
+      }
+      r = r + 1 == mask.size() ? 0 : r + 1;
+      start = mask[r].start;
+    }
+  }
+
   ChunkLayout layout_;
-  std::int64_t full_chunks_;
-  std::int64_t remainder_;
-  KeyedPermutation order_;
+  std::int64_t n_obs_;  // observations in the mask's union
   std::uint64_t chunk_key_;
   std::uint64_t position_key_;
+  std::shared_ptr<Index> index_;
 };
 
 }  // namespace chunksampler::detail

@@ -155,6 +155,16 @@ class FeistelPermutation {
     return flip_ && x < 2 ? x ^ 1U : x;
   }
 
+  /// The position of element `x` (`x < n`): `inverse(p(i)) == i`. Cycle-walking backwards
+  /// through the network retraces the forward walk, so it costs what a lookup does.
+  [[nodiscard]] constexpr std::uint64_t inverse(std::uint64_t x) const noexcept {
+    if (n_ <= 1) return 0;
+    std::uint64_t i = flip_ && x < 2 ? x ^ 1U : x;
+    do i = decrypt(i);
+    while (i >= n_);
+    return i;
+  }
+
   [[nodiscard]] constexpr std::uint64_t size() const noexcept { return n_; }
 
  private:
@@ -171,6 +181,19 @@ class FeistelPermutation {
       if (next >= side_) next -= side_;
       left = right;
       right = next;
+    }
+    return left * side_ + right;
+  }
+
+  // `encrypt` undone: its rounds in reverse, (left, right) -> (right - F(left) mod side, left).
+  [[nodiscard]] constexpr std::uint64_t decrypt(std::uint64_t x) const noexcept {
+    std::uint64_t left = x / side_;
+    std::uint64_t right = x % side_;
+    for (auto round_key = keys_.rbegin(); round_key != keys_.rend(); ++round_key) {
+      const std::uint64_t f = mul_wide(mix64(left ^ *round_key), side_).hi;
+      const std::uint64_t previous = right >= f ? right - f : right + side_ - f;
+      right = left;
+      left = previous;
     }
     return left * side_ + right;
   }
@@ -198,6 +221,10 @@ class KeyedPermutation {
 
   /// The element at position `i` (`i < n`).
   [[nodiscard]] std::uint64_t operator()(std::uint64_t i) const { return table_ ? table_->at(i) : feistel_(i); }
+  /// The position of element `x` (`x < n`); a table's inverse is built at the first call.
+  [[nodiscard]] std::uint64_t inverse(std::uint64_t x) const {
+    return table_ ? table_->position_of(x) : feistel_.inverse(x);
+  }
 
   [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
 
@@ -219,11 +246,22 @@ class KeyedPermutation {
       return values_[static_cast<std::size_t>(i)];
     }
 
+    [[nodiscard]] std::uint64_t position_of(std::uint64_t x) {
+      (void)at(0);
+      std::call_once(inverted_, [this] {
+        positions_.resize(values_.size());
+        for (std::size_t i = 0; i < values_.size(); ++i) positions_[values_[i]] = static_cast<std::uint32_t>(i);
+      });
+      return positions_[static_cast<std::size_t>(x)];
+    }
+
    private:
     std::uint64_t n_;
     std::uint64_t key_;
     std::once_flag built_;
+    std::once_flag inverted_;
     std::vector<std::uint32_t> values_;
+    std::vector<std::uint32_t> positions_;
   };
 
   FeistelPermutation feistel_;
