@@ -11,6 +11,7 @@
 #include <pcg_random.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -52,29 +53,37 @@ void consume_first_batch(Sampler& sampler, std::int64_t n) {
   benchmark::DoNotOptimize(sum);
 }
 
+// A sampler from `make(n)`, or from `make()` when it does not depend on N.
+template <class Make>
+auto made(const Make& make, std::int64_t n) {
+  if constexpr (std::invocable<const Make&, std::int64_t>) return make(n);
+  else return make();
+}
+
 template <class Make>
 Workload workload(std::string name, Make make) {
   return {
       .name = std::move(name),
       .max_epoch_n = max_walked_n,
+      .min_n = 0,
       .max_n = cs::detail::max_size,
       .epoch =
           [make](std::int64_t n) {
-            auto sampler = make();
+            auto sampler = made(make, n);
             return consume_epoch(sampler, n);
           },
       .first_batch =
           [make](std::int64_t n) {
-            auto sampler = make();
+            auto sampler = made(make, n);
             consume_first_batch(sampler, n);
           },
       .restore = [make](std::int64_t n) -> std::function<void()> {
-        auto sampler = make();
+        auto sampler = made(make, n);
         { auto played = sampler.sample(n); }  // the epoch the state describes is the one last played
         // The checkpoint as a job keeps it: one line of text, parsed at the restart.
         std::string text = sampler.state(sampler.n_batches(n) / 2).to_string();
         return [make, n, text = std::move(text)] {
-          auto restarted = make();
+          auto restarted = made(make, n);
           restarted.restore(cs::SamplerState::parse(text));
           consume_first_batch(restarted, n);
         };
@@ -85,6 +94,23 @@ Workload workload(std::string name, Make make) {
 }
 
 cs::DistInfo rank0() { return {.rank = 0, .world_size = world_size}; }
+
+// `count` ranges holding half of [0, n) between them, as a split of data grouped on disk: range i
+// holds half of the stretch [i * n / count, (i + 1) * n / count) from a pseudo-random offset, so
+// nearly every range starts and ends off the storage grid (a short head and tail chunk each).
+cs::Ranges half_in_ranges(std::int64_t n, std::int64_t count) {
+  std::vector<cs::Slice> ranges;
+  ranges.reserve(static_cast<std::size_t>(count));
+  std::uint64_t offsets = seed;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t begin = i * (n / count);
+    const std::int64_t half = n / count / 2;
+    offsets = cs::detail::mix64(offsets + 1);
+    const auto offset = static_cast<std::int64_t>(offsets % static_cast<std::uint64_t>(half));
+    ranges.push_back({begin + offset, begin + offset + half});
+  }
+  return cs::Ranges(ranges);
+}
 
 // A checkpoint saved by cs::save_state into a directory of its own under the system's temporary
 // directory, removed with it.
@@ -118,6 +144,7 @@ Workload from_checkpoint_file(std::string name, Checkpoint checkpoint, Make make
   return {
       .name = std::move(name),
       .max_epoch_n = 0,
+      .min_n = 0,
       .max_n = cs::detail::max_size,
       .epoch = {},
       .first_batch = {},
@@ -143,6 +170,20 @@ cs::SamplerState halfway(Sampler& sampler, std::int64_t n, std::int64_t done_bef
   return sampler.state(done_before + left / 2);
 }
 
+// DistributedSampler(RandomSampler) over `half_in_ranges(n, count)`, from N = 100 * count up.
+Workload masked_workload(std::string name, std::int64_t count, cs::ShardMode mode = cs::ShardMode::contiguous) {
+  Workload w = workload(std::move(name), [count, mode](std::int64_t n) {
+    const cs::RandomOptions options{.chunk_size = chunk_size,
+                                    .preload_nchunks = preload_nchunks,
+                                    .batch_size = batch_size,
+                                    .mask = half_in_ranges(n, count),
+                                    .seed = seed};
+    return cs::DistributedSampler(cs::RandomSampler(options), rank0(), {.mode = mode});
+  });
+  w.min_n = 100 * count;  // ranges of 50 rows and more
+  return w;
+}
+
 }  // namespace
 
 std::vector<Workload> chunksampler_workloads() {
@@ -155,6 +196,12 @@ std::vector<Workload> chunksampler_workloads() {
       workload("chunksampler global",
                [random] { return cs::DistributedSampler(random, rank0(), {.mode = cs::ShardMode::global}); }),
       workload("chunksampler sequential", [sequential] { return cs::DistributedSampler(sequential, rank0()); }),
+      // A split of half the data: one range, and the same number of rows in 10^3 and 10^5 ranges
+      // (each with a short head and tail chunk), so the rows compare what the ranges cost.
+      masked_workload("contiguous: half in 1 range", 1),
+      masked_workload("contiguous: half in 10^3 ranges", 1'000),
+      masked_workload("contiguous: half in 10^5 ranges", 100'000),
+      masked_workload("global: half in 10^5 ranges", 100'000, cs::ShardMode::global),
   };
 }
 
@@ -202,6 +249,7 @@ Workload floor_workload() {
   return {
       .name = "shuffle floor",
       .max_epoch_n = max_walked_n,
+      .min_n = 0,
       .max_n = max_walked_n,
       .epoch =
           [](std::int64_t n) {

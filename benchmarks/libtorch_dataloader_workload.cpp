@@ -115,6 +115,7 @@ Workload loader_workload(std::string name, std::string peer, std::size_t workers
   return {
       .name = std::move(name),
       .max_epoch_n = 10'000'000,
+      .min_n = 0,
       .max_n = 100'000'000,
       .epoch = [run, workers](std::int64_t n) { return run(n, workers, INT64_MAX); },
       .first_batch = [run, workers](std::int64_t n) { run(n, workers, 1); },

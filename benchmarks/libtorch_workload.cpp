@@ -43,6 +43,7 @@ Workload libtorch_workload() {
       .name = "libtorch DistributedRandomSampler",
       // It materializes a permutation of all N indices: 8 GB at 10^9, 8 TB at 10^12.
       .max_epoch_n = 1'000'000'000,
+      .min_n = 0,
       .max_n = 1'000'000'000,
       .epoch =
           [](std::int64_t n) {

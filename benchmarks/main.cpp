@@ -4,6 +4,7 @@
 //
 //   chunksampler_bench                      # N = 10^6 ... 10^9, and 10^12 for chunksampler alone
 //   chunksampler_bench --sizes 100000 --once   # CI: every benchmark once, on a tiny N
+//   chunksampler_bench --sizes 1e8,1e9 --benchmark_filter='ranges'   # some rows: those whose name matches
 //
 // Progress goes to stderr, the table to stdout. Google Benchmark's flags pass through. The peak
 // memory of each (sampler, N) is measured in a fresh process of this program (--probe), so one
@@ -245,7 +246,7 @@ int main(int argc, char** argv) {
   for (const std::int64_t n : sizes)
     for (std::size_t w = 0; w < workloads.size(); ++w) {
       const bench::Workload& work = workloads[w];
-      if (n > work.max_n) continue;
+      if (n < work.min_n || n > work.max_n) continue;
       if (n <= work.max_epoch_n)
         add("epoch", w, n, [&work, n](benchmark::State& state) {
           if (work.prepare) work.prepare(n);
@@ -272,14 +273,22 @@ int main(int argc, char** argv) {
   collector.SetErrorStream(&std::cerr);
   benchmark::RunSpecifiedBenchmarks(&collector);
 
-  // Every benchmark registered must have reported: an error leaves a hole, and the exit status says so.
+  // Every benchmark registered must have reported: an error leaves a hole, and the exit status says
+  // so. Under --benchmark_filter only the benchmarks run are expected, and only their workloads'
+  // memory is probed.
+  const bool filtered =
+      std::any_of(args.begin(), args.end(), [](std::string_view a) { return a.starts_with("--benchmark_filter"); });
+  const auto timed = [&](std::size_t w, std::int64_t n) {
+    return std::any_of(results.begin(), results.end(),
+                       [&](const auto& result) { return result.first.workload == w && result.first.n == n; });
+  };
   std::vector<std::string> missing;
   for (const auto& [name, key] : keys)
-    if (!results.contains(key)) missing.push_back(name);
+    if (!filtered && !results.contains(key)) missing.push_back(name);
   std::map<Key, std::int64_t> memory;
   for (const std::int64_t n : sizes)
     for (std::size_t w = 0; w < workloads.size(); ++w) {
-      if (n > workloads[w].max_n) continue;
+      if (n < workloads[w].min_n || n > workloads[w].max_n || (filtered && !timed(w, n))) continue;
       fmt::print(stderr, "peak memory: {} at N = {}\n", workloads[w].name, size_name(n));
       if (const auto peak = probe_in_child(w, n)) memory[{"memory", w, n}] = *peak;
       else missing.push_back(fmt::format("peak memory of {} at N = {}", workloads[w].name, size_name(n)));

@@ -27,7 +27,8 @@ struct Workload {
   /// The largest N whose whole epoch is timed and walked by the memory probe; beyond it only
   /// the first batch and the restore are measured.
   std::int64_t max_epoch_n = 0;
-  /// The largest N it runs at all.
+  /// The smallest and the largest N it runs at all.
+  std::int64_t min_n = 0;
   std::int64_t max_n = 0;
   /// One epoch of rank 0, every position of every batch consumed; returns the positions.
   std::function<std::int64_t(std::int64_t n)> epoch;
@@ -46,7 +47,8 @@ struct Workload {
 /// The shuffle floor: 16,384-position buffers filled and shuffled (pcg32, Lemire's bounded
 /// draws, Fisher-Yates), each batch summed, with nothing else.
 [[nodiscard]] Workload floor_workload();
-/// DistributedSampler(RandomSampler) in both shard modes, and DistributedSampler(SequentialSampler).
+/// DistributedSampler(RandomSampler) in both shard modes, DistributedSampler(SequentialSampler), and
+/// DistributedSampler(RandomSampler) over half of N in 1, 10^3 and 10^5 ranges.
 [[nodiscard]] std::vector<Workload> chunksampler_workloads();
 /// The restart of a job from a checkpoint file in the middle of an epoch (load_state, sample, the
 /// first batch): RandomSampler on 1 rank, DistributedSampler(RandomSampler) in contiguous mode,

@@ -220,6 +220,38 @@ TEST_CASE("KeyedPermutation: a bijection on both sides of its table limit, share
   for (std::uint64_t i = 0; i < 100; ++i) REQUIRE(large(i) == feistel(i));
 }
 
+TEST_CASE("map: many lookups at once equal one at a time, forward and inverse", "[detail_random]") {
+  constexpr std::uint64_t limit = detail::KeyedPermutation::table_limit;
+  pcg32 config_rng(20261126U);
+  // Sizes where the network's walk leaves [0, n) often (n just above a square), the table's
+  // sizes, the smallest, and 2^62; lengths that are and are not a whole number of lanes.
+  for (const std::uint64_t n : std::initializer_list<std::uint64_t>{1, 2, 3, 17, 257, 66050, limit, limit + 1,
+                                                                    1'000'003, std::uint64_t{1} << 62U}) {
+    for (const std::size_t length : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{53}}) {
+      CAPTURE(n, length);
+      std::vector<std::uint64_t> in(length);
+      for (std::uint64_t& x : in) x = next64(config_rng) % n;
+      const detail::FeistelPermutation feistel(n, 99);
+      const detail::KeyedPermutation keyed(n, 99);
+      std::vector<std::uint64_t> out(length);
+      std::vector<std::uint64_t> back(length);
+      feistel.map(in, out);
+      feistel.map<true>(out, back);
+      for (std::size_t i = 0; i < length; ++i) {
+        REQUIRE(out[i] == feistel(in[i]));
+        REQUIRE(back[i] == in[i]);
+      }
+      keyed.map(in, out);
+      keyed.map<true>(out, back);
+      for (std::size_t i = 0; i < length; ++i) {
+        REQUIRE(out[i] == keyed(in[i]));
+        REQUIRE(keyed.inverse(out[i]) == in[i]);
+        REQUIRE(back[i] == in[i]);
+      }
+    }
+  }
+}
+
 TEST_CASE("KeyedPermutation: looked up from several threads at once, before its table exists", "[detail_random]") {
   const detail::KeyedPermutation perm(detail::KeyedPermutation::table_limit, 7);
   std::vector<std::vector<std::uint64_t>> seen(4);

@@ -366,3 +366,48 @@ TEST_CASE("grid: a many-range mask that does not fit n_obs is refused, naming th
   REQUIRE(open.n_batches(21) == 3);
   REQUIRE_THROWS_WITH(cs::Ranges({{0, 10}, {5, 20}}), Contains("ranges[0] = [0, 10) overlaps ranges[1] = [5, 20)"));
 }
+
+TEST_CASE("grid: ten million ranges under RandomSampler and DistributedSampler", "[grid][large]") {
+  // Range i is the grid cell [16 i, 16 i + 8) of a grid of 8, but every 97th starts 3 rows in: ten
+  // million ranges, a hundred thousand of them a short chunk. (Every range short costs seconds
+  // in the Debug and sanitizer builds; the index of short chunks is the same code at any count.)
+  constexpr std::int64_t count = 10'000'000;
+  std::vector<cs::Slice> slices;
+  slices.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) slices.push_back({16 * i + (i % 97 == 0 ? 3 : 0), 16 * i + 8});
+  const cs::Ranges mask(slices);
+  const std::int64_t n_obs = 16 * count;
+  const cs::RandomSampler sampler({.chunk_size = 8, .preload_nchunks = 4, .batch_size = 32, .mask = mask, .seed = 5});
+  // Requests at the start, in the middle and at the end of the epoch, each computed on its own:
+  // every piece inside one range, the first and a middle one full.
+  const auto plan = sampler.plan(n_obs, 0);
+  REQUIRE(plan.n_requests() == cs::detail::ceil_div(mask.count(), 32));
+  for (const std::int64_t k : {std::int64_t{0}, plan.n_requests() / 2, plan.n_requests() - 1}) {
+    CAPTURE(k);
+    cs::RequestBuffers out;
+    plan.fill(k, out);
+    std::int64_t rows = 0;
+    for (const cs::Slice& piece : out.chunks) {
+      const std::optional<std::size_t> r = mask.range_of(piece.start);
+      REQUIRE(r.has_value());
+      REQUIRE(piece.stop <= mask[*r].stop);
+      rows += piece.size();
+    }
+    if (k + 1 < plan.n_requests()) REQUIRE(rows == 32);
+  }
+  // Rank 1 of 3 in global mode resumes half-way through its share and reads what it would have
+  // read; requests hold one batch each (chunk 8 x preload 4 = batch 32).
+  const cs::DistributedSampler first(sampler, cs::DistInfo{.rank = 1, .world_size = 3},
+                                     {.mode = cs::ShardMode::global});
+  const std::int64_t half = first.n_batches(n_obs) / 2;
+  cs::DistributedSampler played = first;
+  { auto epoch = played.sample(n_obs); }  // a state describes the epoch last begun
+  cs::DistributedSampler resumed = first;
+  resumed.restore(played.state(half));
+  cs::DistributedSampler whole = first;
+  auto all = whole.sample(n_obs);
+  auto it = all.begin();
+  for (std::int64_t b = 0; b < half; ++b) ++it;
+  auto rest = resumed.sample(n_obs);
+  REQUIRE(support::own(*rest.begin()) == support::own(*it));
+}

@@ -328,9 +328,11 @@ class Ranges::Grid {
     check_chunk_size(chunk_size);
     ranges_.require_closed("grid()");
     before_.reserve(ranges_.size());
+    first_cell_.reserve(ranges_.size());
     std::int64_t total = 0;
     for (const Slice& range : ranges_) {
       before_.push_back(total);
+      first_cell_.push_back(range.start / chunk_size);
       total += chunks_in(range, chunk_size);
     }
     n_chunks_ = total;
@@ -342,13 +344,27 @@ class Ranges::Grid {
   [[nodiscard]] std::int64_t chunk_size() const noexcept { return chunk_size_; }
   /// The ranges the grid is over.
   [[nodiscard]] const Ranges& ranges() const noexcept { return ranges_; }
+  /// The index of range `r`'s first chunk (`r <= ranges().size()`; `n_chunks()` past the last).
+  [[nodiscard]] std::int64_t first_chunk(std::size_t r) const noexcept {
+    return r < before_.size() ? before_[r] : n_chunks_;
+  }
+  /// The grid cell range `r` starts in (`r < ranges().size()`): `ranges()[r].start / chunk_size()`.
+  [[nodiscard]] std::int64_t first_cell(std::size_t r) const noexcept { return first_cell_[r]; }
 
   /// The `i`-th chunk in row order (`i` in `[0, n_chunks())`, else `ConfigError`), in O(log ranges).
   [[nodiscard]] Slice chunk(std::int64_t i) const {
     if (i < 0 || i >= n_chunks_) detail::throw_config("Ranges::Grid::chunk: i ({}) must be in [0, {})", i, n_chunks_);
-    const auto r = static_cast<std::size_t>(std::ranges::upper_bound(before_, i) - before_.begin()) - 1;
+    // The last range with before_[r] <= i, by a search without branches on the data: a sampler
+    // looks up chunks in random order, where a branchy search mispredicts at every step.
+    const std::int64_t* base = before_.data();
+    for (std::size_t length = before_.size(); length > 1;) {
+      const std::size_t half = length / 2;
+      base = base[half] <= i ? base + half : base;
+      length -= half;
+    }
+    const auto r = static_cast<std::size_t>(base - before_.data());
     const Slice range = ranges_[r];
-    const std::int64_t cell = range.start / chunk_size_ + (i - before_[r]);
+    const std::int64_t cell = first_cell_[r] + (i - before_[r]);
     // cell * chunk_size <= range.stop - 1 < 2^62 and chunk_size <= 2^62: the cell's end fits in
     // std::int64_t even at the top of the grid.
     const std::int64_t cell_start = cell * chunk_size_;
@@ -358,7 +374,8 @@ class Ranges::Grid {
  private:
   Ranges ranges_;
   std::int64_t chunk_size_;
-  std::vector<std::int64_t> before_;  ///< chunks in the ranges before range r
+  std::vector<std::int64_t> before_;      ///< chunks in the ranges before range r
+  std::vector<std::int64_t> first_cell_;  ///< the grid cell range r starts in: start / chunk_size
   std::int64_t n_chunks_ = 0;
 };
 

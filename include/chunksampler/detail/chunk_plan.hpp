@@ -9,6 +9,9 @@
 #include <chunksampler/slice.hpp>
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -173,18 +176,30 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     if (layout_.replacement) return;
     if (layout_.shuffle) index.order.emplace(static_cast<std::uint64_t>(n_chunks), chunk_key_);
     // A range's first and last grid chunks are its only possibly short ones.
-    std::int64_t chunk = 0;
-    for (const Slice& range : layout_.mask) {
-      const std::int64_t cells = (range.stop - 1) / c - range.start / c + 1;
-      const std::int64_t head_stop = std::min(range.stop, (range.start / c + 1) * c);
-      if (head_stop - range.start < c) index.shorts.push_back({place_of(index, chunk), 0, head_stop - range.start});
-      if (cells > 1) {
-        const std::int64_t tail_rows = range.stop - (range.stop - 1) / c * c;
-        if (tail_rows < c) index.shorts.push_back({place_of(index, chunk + cells - 1), 0, tail_rows});
+    const Ranges::Grid& grid = *index.grid;
+    std::vector<std::uint64_t> chunks;
+    for (std::size_t r = 0; r < layout_.mask.size(); ++r) {
+      const Slice range = layout_.mask[r];
+      const std::int64_t first = grid.first_chunk(r);
+      const std::int64_t last = grid.first_chunk(r + 1) - 1;
+      const std::int64_t head_stop = std::min(range.stop, (grid.first_cell(r) + 1) * c);
+      if (head_stop - range.start < c) {
+        chunks.push_back(static_cast<std::uint64_t>(first));
+        index.shorts.push_back({.place = 0, .before = 0, .rows = head_stop - range.start});
       }
-      chunk += cells;
+      const std::int64_t tail_rows = range.stop - (grid.first_cell(r) + (last - first)) * c;
+      if (last > first && tail_rows < c) {
+        chunks.push_back(static_cast<std::uint64_t>(last));
+        index.shorts.push_back({.place = 0, .before = 0, .rows = tail_rows});
+      }
     }
-    std::ranges::sort(index.shorts, {}, &Short::place);
+    // Their places in the order: one inverse lookup each, all at once (they overlap), then
+    // sorted by place; in row order they are sorted already.
+    std::vector<std::uint64_t> places(chunks.size());
+    if (index.order) index.order->map<true>(chunks, places);
+    else places = chunks;
+    for (std::size_t i = 0; i < places.size(); ++i) index.shorts[i].place = static_cast<std::int64_t>(places[i]);
+    if (index.order) sort_by_place(index.shorts, n_chunks);
     // Stream rows before each short chunk: the full chunks and short ones placed before it.
     std::int64_t place = 0;
     std::int64_t rows = 0;
@@ -196,8 +211,28 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     }
   }
 
-  [[nodiscard]] static std::int64_t place_of(const Index& index, std::int64_t chunk) {
-    return index.order ? static_cast<std::int64_t>(index.order->inverse(static_cast<std::uint64_t>(chunk))) : chunk;
+  // Sorts `shorts` by place (each in [0, bound)): least significant digit first, 11 bits a
+  // pass, so that the first request of a mask of 10^5 ranges does not wait on a comparison sort.
+  static void sort_by_place(std::vector<Short>& shorts, std::int64_t bound) {
+    constexpr int digit_bits = 11;
+    constexpr std::size_t digits = std::size_t{1} << digit_bits;
+    if (shorts.size() < digits) {
+      std::ranges::sort(shorts, {}, &Short::place);
+      return;
+    }
+    std::vector<Short> sorted(shorts.size());
+    const auto bits = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(bound)));
+    for (int shift = 0; shift < bits; shift += digit_bits) {
+      const auto digit = [shift](const Short& s) {
+        return static_cast<std::size_t>((static_cast<std::uint64_t>(s.place) >> static_cast<unsigned>(shift)) &
+                                        (digits - 1));
+      };
+      std::vector<std::size_t> next(digits + 1, 0);
+      for (const Short& s : shorts) ++next[digit(s) + 1];
+      std::partial_sum(next.begin(), next.end(), next.begin());
+      for (const Short& s : shorts) sorted[next[digit(s)]++] = s;
+      shorts.swap(sorted);
+    }
   }
 
   // The grid chunk at place `i` of the epoch's order.
@@ -226,12 +261,23 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
         offset = past % c;
       }
     }
-    for (std::int64_t row = begin; row < end; ++place, offset = 0) {
-      const Slice chunk = chunk_at(index, place);
-      const std::int64_t start = chunk.start + offset;
-      const std::int64_t stop = std::min(chunk.stop, start + (end - row));
-      out.push_back({start, stop});
-      row += stop - start;
+    // The places' chunks are looked up a few at a time, as many as the rows left need at
+    // least (chunks hold at most chunk_size rows), so that their lookups overlap.
+    constexpr std::int64_t at_once = 16;
+    std::array<std::uint64_t, at_once> places{};
+    std::array<std::uint64_t, at_once> chunks{};
+    for (std::int64_t row = begin; row < end;) {
+      const auto m = static_cast<std::size_t>(std::min(at_once, ceil_div(end - row + offset, c)));
+      std::iota(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(m), static_cast<std::uint64_t>(place));
+      if (index.order) index.order->map(std::span<const std::uint64_t>(places.data(), m), std::span(chunks.data(), m));
+      else chunks = places;
+      for (std::size_t j = 0; j < m && row < end; ++j, ++place, offset = 0) {
+        const Slice chunk = index.grid->chunk(static_cast<std::int64_t>(chunks[j]));
+        const std::int64_t start = chunk.start + offset;
+        const std::int64_t stop = std::min(chunk.stop, start + (end - row));
+        out.push_back({start, stop});
+        row += stop - start;
+      }
     }
   }
 

@@ -165,10 +165,58 @@ class FeistelPermutation {
     return i;
   }
 
+  /// `out[l] = (*this)(in[l])` for every `l` (`in.size() == out.size()`), or with `Inverse`
+  /// `out[l] = inverse(in[l])`. The same values as one call at a time; lookups go through the
+  /// network in lanes, so that independent ones overlap instead of waiting on each other's
+  /// multiplies (a request's chunks, the short chunks of a many-range mask).
+  template <bool Inverse = false>
+  constexpr void map(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) const noexcept {
+    const std::size_t whole = n_ > 1 ? in.size() / lanes * lanes : 0;
+    for (std::size_t i = 0; i < whole; i += lanes) map_lanes<Inverse>(in.subspan(i, lanes), out.subspan(i, lanes));
+    std::ranges::transform(in.subspan(whole), out.subspan(whole).begin(),
+                           [this](std::uint64_t x) { return Inverse ? inverse(x) : (*this)(x); });
+  }
+
   [[nodiscard]] constexpr std::uint64_t size() const noexcept { return n_; }
 
  private:
   static constexpr std::size_t rounds = 12;
+  static constexpr std::size_t lanes = 8;
+
+  // One network pass for `lanes` values at once, then each walks on alone while it lies outside
+  // [0, n) (a fraction 2 / side of them).
+  template <bool Inverse>
+  constexpr void map_lanes(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) const noexcept {
+    std::array<std::uint64_t, lanes> left{};
+    std::array<std::uint64_t, lanes> right{};
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const std::uint64_t x = Inverse && flip_ && in[l] < 2 ? in[l] ^ 1U : in[l];
+      left[l] = x / side_;
+      right[l] = x % side_;
+    }
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const std::uint64_t round_key = keys_[Inverse ? rounds - 1 - r : r];
+      for (std::size_t l = 0; l < lanes; ++l) {
+        if constexpr (Inverse) {
+          const std::uint64_t f = mul_wide(mix64(left[l] ^ round_key), side_).hi;
+          const std::uint64_t previous = right[l] >= f ? right[l] - f : right[l] + side_ - f;
+          right[l] = left[l];
+          left[l] = previous;
+        } else {
+          const std::uint64_t f = mul_wide(mix64(right[l] ^ round_key), side_).hi;
+          std::uint64_t next = left[l] + f;
+          if (next >= side_) next -= side_;
+          left[l] = right[l];
+          right[l] = next;
+        }
+      }
+    }
+    for (std::size_t l = 0; l < lanes; ++l) {
+      std::uint64_t x = left[l] * side_ + right[l];
+      while (x >= n_) x = Inverse ? decrypt(x) : encrypt(x);
+      out[l] = !Inverse && flip_ && x < 2 ? x ^ 1U : x;
+    }
+  }
 
   // One pass of the network over [0, side^2): (left, right) -> (right, left + F(right) mod side).
   [[nodiscard]] constexpr std::uint64_t encrypt(std::uint64_t x) const noexcept {
@@ -224,6 +272,14 @@ class KeyedPermutation {
   /// The position of element `x` (`x < n`); a table's inverse is built at the first call.
   [[nodiscard]] std::uint64_t inverse(std::uint64_t x) const {
     return table_ ? table_->position_of(x) : feistel_.inverse(x);
+  }
+
+  /// `out[l] = (*this)(in[l])`, or with `Inverse` `out[l] = inverse(in[l])`, for every `l`
+  /// (`in.size() == out.size()`): many lookups at once, which overlap in the network.
+  template <bool Inverse = false>
+  void map(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) const {
+    if (!table_) return feistel_.map<Inverse>(in, out);
+    for (std::size_t l = 0; l < in.size(); ++l) out[l] = Inverse ? table_->position_of(in[l]) : table_->at(in[l]);
   }
 
   [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
