@@ -62,9 +62,9 @@ struct RangeSet {
   }
 };
 
-RangeSet random_ranges(ConfigRng& g, std::int64_t chunk, std::int64_t most) {
+RangeSet random_ranges(ConfigRng& g, std::int64_t chunk, std::int64_t most, bool exactly = false) {
   RangeSet set;
-  const std::int64_t n = g.between(1, most);
+  const std::int64_t n = exactly ? most : g.between(1, most);
   std::int64_t at = g.coin() ? 0 : g.between(0, 3 * chunk);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t length = g.coin() ? g.between(1, chunk) : g.between(1, 4 * chunk);
@@ -162,7 +162,8 @@ TEST_CASE("grid: invariants over random range sets, every chunk sampler", "[grid
     const std::int64_t chunk = g.between(1, 9);
     const std::int64_t preload = g.between(1, 4);
     const std::int64_t batch = g.divisor_of(chunk * preload);
-    const RangeSet set = random_ranges(g, chunk, trial % 10 == 0 ? 400 : 12);
+    // One trial of exactly 10^4 ranges, some of 400 at most, the rest of 12 at most.
+    const RangeSet set = random_ranges(g, chunk, trial == 1 ? 10'000 : trial % 10 == 0 ? 400 : 12, trial == 1);
     const cs::Ranges closed = set.closed();
     const bool shuffle = g.coin();
     const std::uint64_t seed = g.next();
