@@ -21,5 +21,6 @@
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/split.hpp>
 #include <chunksampler/version.hpp>
 #include <chunksampler/worker_info.hpp>
