@@ -4,7 +4,7 @@
 // and renormalization, a worked example, the run-length rule's message, determinism and epochs,
 // fingerprints, with_shard, validation, and a pinned stream. Class frequencies are tested in
 // test_class_statistics.cpp, resume, workers and DistributedSampler in test_class_distributed.cpp,
-// against the model of class_support.hpp.
+// masks of many ranges in test_class_ranges.cpp, against the model of class_support.hpp.
 
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/distributed_sampler.hpp>
