@@ -36,36 +36,44 @@ inline double weight_of(const std::vector<double>& weights, std::int32_t c) {
   return weights.empty() ? 1.0 : weights[static_cast<std::size_t>(c)];
 }
 
-// Every valid chunk start inside `range`, by class: a start whose `chunk` rows lie in `range`
-// and in one run of a class with a positive weight.
+// Every valid chunk start inside `ranges` (closed), by class, in row order: a start whose `chunk`
+// rows lie in one range and in one run of a class with a positive weight.
 inline std::map<std::int32_t, std::vector<std::int64_t>> valid_starts(const Codes& codes,
                                                                       const std::vector<double>& weights,
-                                                                      std::int64_t chunk, cs::Slice range) {
+                                                                      std::int64_t chunk, const cs::Ranges& ranges) {
   std::vector<std::int64_t> run_end(codes.size());
   for (std::int64_t i = std::ssize(codes) - 1; i >= 0; --i) {
     const auto u = static_cast<std::size_t>(i);
     run_end[u] = i + 1 < std::ssize(codes) && codes[u + 1] == codes[u] ? run_end[u + 1] : i + 1;
   }
   std::map<std::int32_t, std::vector<std::int64_t>> starts;
-  for (std::int64_t s = range.start; s + chunk <= range.stop; ++s) {
-    const std::int32_t c = codes[static_cast<std::size_t>(s)];
-    if (weight_of(weights, c) > 0 && run_end[static_cast<std::size_t>(s)] >= s + chunk) starts[c].push_back(s);
-  }
+  for (const cs::Slice& range : ranges)
+    for (std::int64_t s = range.start; s + chunk <= range.stop; ++s) {
+      const std::int32_t c = codes[static_cast<std::size_t>(s)];
+      if (weight_of(weights, c) > 0 && run_end[static_cast<std::size_t>(s)] >= s + chunk) starts[c].push_back(s);
+    }
   return starts;
 }
 
-// The class probabilities the specification promises over `range`: the weights renormalized over
-// the classes holding a valid start there.
+// The class probabilities the specification promises over `ranges`: the weights renormalized
+// over the classes holding a valid start there.
 inline std::map<std::int32_t, double> class_probabilities(const Codes& codes, const std::vector<double>& weights,
-                                                          std::int64_t chunk, cs::Slice range) {
+                                                          std::int64_t chunk, const cs::Ranges& ranges) {
   std::map<std::int32_t, double> p;
   double total = 0;
-  for (const auto& [c, starts] : valid_starts(codes, weights, chunk, range)) {
+  for (const auto& [c, starts] : valid_starts(codes, weights, chunk, ranges)) {
     p[c] = weight_of(weights, c);
     total += p[c];
   }
   for (auto& [c, w] : p) w /= total;
   return p;
+}
+
+// A mask as its ranges, `[a, b) [c, end)`, for messages.
+inline std::string mask_text(const cs::Ranges& mask) {
+  std::string text;
+  for (const cs::Slice& r : mask) text += fmt::format("{}{}", text.empty() ? "" : " ", cs::detail::range_text(r));
+  return text;
 }
 
 // Codes laid out as runs of (class, length).
@@ -84,7 +92,10 @@ struct ClassConfig {
   cs::ClassOptions options;
 
   [[nodiscard]] std::int64_t n_obs() const { return std::ssize(codes); }
-  [[nodiscard]] cs::Slice range() const { return options.mask.value_or(cs::Slice{0, n_obs()}); }
+  /// The sampled ranges, closed over the codes.
+  [[nodiscard]] cs::Ranges range() const {
+    return options.mask ? options.mask->resolve(n_obs()) : cs::Ranges(0, n_obs());
+  }
   [[nodiscard]] std::int64_t used() const {
     return options.drop_last ? *options.num_samples / options.batch_size * options.batch_size : *options.num_samples;
   }
@@ -100,8 +111,8 @@ struct ClassConfig {
     const auto& o = options;
     return fmt::format("chunk {} preload {} batch {} drop_last {} mask {} seed {} num_samples {} weights [{}] runs {}",
                        o.chunk_size, o.preload_nchunks, o.batch_size, o.drop_last,
-                       o.mask ? fmt::format("[{}, {})", o.mask->start, o.mask->stop) : std::string("none"), o.seed,
-                       *o.num_samples, fmt::join(o.class_weights, ", "), runs);
+                       o.mask ? mask_text(*o.mask) : std::string("none"), o.seed, *o.num_samples,
+                       fmt::join(o.class_weights, ", "), runs);
   }
 };
 
@@ -161,8 +172,9 @@ inline ClassConfig random_config(ConfigRng& g) {
 // ---------------------------------------------------------------------------------------------
 // The invariants of one epoch.
 
-// Checks one epoch `requests` of a sampler configured by `c` over `range` against the model.
-inline void check_epoch(const ClassConfig& c, cs::Slice range, std::int64_t used,
+// Checks one epoch `requests` of a sampler configured by `c` over `ranges` (closed) against the
+// model: every chunk inside one range and one run of its group's class, every row in the union.
+inline void check_epoch(const ClassConfig& c, const cs::Ranges& ranges, std::int64_t used,
                         const std::vector<OwnedRequest>& requests) {
   const std::int64_t chunk = c.options.chunk_size;
   const std::int64_t batch = c.options.batch_size;
@@ -179,7 +191,7 @@ inline void check_epoch(const ClassConfig& c, cs::Slice range, std::int64_t used
 
   // Chunks: full but the last (the remainder), each starting where a whole chunk fits in one
   // run of a sampled class inside the range, one class per group.
-  const auto starts = valid_starts(c.codes, c.weights, chunk, range);
+  const auto starts = valid_starts(c.codes, c.weights, chunk, ranges);
   std::int32_t group_class = -1;
   for (std::size_t i = 0; i < rec.chunks.size(); ++i) {
     const cs::Slice& piece = rec.chunks[i];
@@ -212,7 +224,7 @@ inline void check_epoch(const ClassConfig& c, cs::Slice range, std::int64_t used
     const std::int32_t k = c.codes[static_cast<std::size_t>(b.front())];
     REQUIRE(weight_of(c.weights, k) > 0);
     for (const std::int64_t obs : b) {
-      REQUIRE(range.contains(obs));
+      REQUIRE(ranges.position_of(obs).has_value());
       REQUIRE(c.codes[static_cast<std::size_t>(obs)] == k);
     }
   }

@@ -11,6 +11,7 @@
 #include <chunksampler/detail/class_plan.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/random.hpp>
+#include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_base.hpp>
@@ -39,12 +40,13 @@ namespace chunksampler {
 
 /// Options of `ClassSampler`, in annbatch's order; designated initializers read as keywords.
 struct ClassOptions {
-  std::int64_t chunk_size = 0;               ///< observations per chunk read (>= 1); also the least run length
-  std::int64_t preload_nchunks = 0;          ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;               ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;                    ///< drop the epoch's last, short batch
-  std::optional<Slice> mask = std::nullopt;  ///< observations to sample; all of [0, n_obs) by default
-  std::uint64_t seed = default_seed;         ///< every random choice descends from it
+  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
+  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::optional<Ranges> mask =
+      std::nullopt;                   ///< observations to sample (one range or many); all of [0, n_obs) by default
+  std::uint64_t seed = default_seed;  ///< every random choice descends from it
   /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
   std::optional<std::int64_t> num_samples = std::nullopt;
   /// One weight per class code `0..C-1` (finite, >= 0, one > 0; 0 excludes the class); empty:
@@ -57,18 +59,19 @@ using ClassPlan = detail::ClassPlan;
 
 /// Class-coherent sampler with replacement, as annbatch's `ClassSampler`: every batch holds
 /// observations of one class, drawn with probability proportional to `class_weights` among the
-/// classes the range holds; a request may hold several classes.
+/// classes the mask holds; a request may hold several classes.
 ///
 /// An epoch reads `num_samples` positions as chunks of `chunk_size` (the last cut to the
 /// remainder). Chunks come in groups of `batch_size / gcd(chunk_size, batch_size)` (one
 /// `lcm(chunk_size, batch_size)` block, where chunk and batch edges meet); each group draws a
 /// class, and each of its chunks starts at a uniform random valid start of that class: a start
-/// whose chunk lies inside one run of the class and inside the range. Unlike annbatch, which
+/// whose chunk lies inside one run of the class and one range of the mask. Unlike annbatch, which
 /// draws a run first and so favours short runs, every valid start of a class is equally likely.
 /// Batch `b` of a request is its buffer rows `[b * batch_size, (b + 1) * batch_size)`, shuffled.
-/// A mask (or a shard) clips runs: a clipped piece shorter than `chunk_size` holds no start, and
-/// the weights renormalize over the classes that keep one. With `drop_last` the dropped rows are
-/// not read at all.
+/// A mask (or a shard) of one range or many clips runs to each of its ranges: a clipped piece
+/// shorter than `chunk_size` holds no start, so no chunk crosses a range edge or leaves the
+/// union, and the weights renormalize over the classes that keep one. With `drop_last` the
+/// dropped rows are not read at all.
 ///
 /// The codes are scanned once, at construction, into runs; the sampler keeps only the runs of
 /// the classes it samples (memory grows with runs, not observations) and never the codes.
@@ -90,14 +93,9 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   ClassSampler(const Codes& codes, const ClassOptions& options) : SamplerBase(options.seed), options_(options) {
     check_options();
     scan(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes), std::ranges::size(codes)));
-    // The mask over the codes' n_obs (an open-ended one ends there, and is empty from it on).
-    const Slice range = resolved_mask(n_obs_);
-    if (range.stop > n_obs_)
-      detail::throw_config("{}: mask.stop ({}) must be <= n_obs, the number of codes ({})", name, range.stop, n_obs_);
-    if (range.empty())
-      detail::throw_config("{}: the sampled range [{}, {}) is empty; mask.start must be < n_obs, the number of codes",
-                           name, range.start, range.stop);
-    (void)windows_in(range);
+    // The mask over the codes, refused now if it does not fit them or holds no chunk.
+    scope_ = scope_of_mask();
+    (void)checked_scope(n_obs_);
   }
 
   /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
@@ -118,21 +116,19 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   [[nodiscard]] static constexpr bool replacement() noexcept { return true; }
   /// Always true: chunk starts, classes and rows are random.
   [[nodiscard]] static constexpr bool shuffle() noexcept { return true; }
-  /// The observation range sampled; `std::nullopt` is all of `[0, n_obs)`.
-  [[nodiscard]] const std::optional<Slice>& mask() const noexcept { return options_.mask; }
+  /// The observations sampled, one range or many; `std::nullopt` is all of `[0, n_obs)`.
+  [[nodiscard]] const std::optional<Ranges>& mask() const noexcept { return options_.mask; }
 
   /// A hash of every setting that shapes an epoch (the options, the weights' bits, the budget
   /// and the runs of the codes); states carry it.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept {
     std::uint64_t h = detail::fingerprint_seed(name);
-    const Slice mask = options_.mask.value_or(Slice{-1, -1});
     const std::int64_t fields[] = {options_.chunk_size,
                                    options_.preload_nchunks,
                                    options_.batch_size,
                                    options_.drop_last ? 1 : 0,
                                    options_.mask ? 1 : 0,
-                                   mask.start,
-                                   mask.stop,
+                                   options_.mask ? static_cast<std::int64_t>(options_.mask->hash()) : 0,
                                    *options_.num_samples,
                                    budget_.value_or(-1),
                                    n_classes_,
@@ -144,9 +140,9 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   }
 
   /// Throws `ConfigError` if an epoch over `n_obs` observations cannot be served:
-  /// `n_obs` must be the number of codes, the mask inside it, and the range must hold a whole
-  /// chunk of a class with a positive weight.
-  void validate(std::int64_t n_obs) const { (void)checked_windows(n_obs); }
+  /// `n_obs` must be the number of codes, the mask inside it, and one of its ranges must hold a
+  /// whole chunk of a class with a positive weight.
+  void validate(std::int64_t n_obs) const { (void)checked_scope(n_obs); }
 
   /// Positions one epoch holds before `drop_last`: `num_samples`, or a shard's budget.
   [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
@@ -156,9 +152,8 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
   [[nodiscard]] ClassPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
-    std::vector<detail::ClassWindow> windows = checked_windows(n_obs);
     const std::int64_t budget = budget_.value_or(*options_.num_samples);
-    return detail::ClassPlan(table_, std::move(windows),
+    return detail::ClassPlan(checked_scope(n_obs),
                              {.chunk_size = options_.chunk_size,
                               .preload_nchunks = options_.preload_nchunks,
                               .batch_size = options_.batch_size,
@@ -169,14 +164,16 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
                               .batch_order = detail::RngAccess::key(rng_, epoch, detail::Purpose::batch_order)});
   }
 
-  /// A copy that samples only `shard.mask` (runs clipped to it), on the stream
-  /// `rng().spawn(shard.stream)`, whose epochs hold `shard.budget` positions.
+  /// A copy that samples only `shard.mask` (runs clipped to each of its ranges), on the stream
+  /// `rng().spawn(shard.stream)`, whose epochs hold `shard.budget` positions; a mask past the
+  /// codes or without a chunk of a sampled class is refused when the copy is planned.
   [[nodiscard]] ClassSampler with_shard(const Shard& shard) const {
     detail::check_shard_budget(name, shard);
     ClassSampler copy = *this;
-    copy.options_.mask = detail::shard_range(name, shard.mask);
+    copy.options_.mask = shard.mask;
     copy.budget_ = shard.budget;
     copy.rng_ = rng_.spawn(shard.stream);
+    copy.scope_ = copy.scope_of_mask();
     return copy;
   }
 
@@ -184,7 +181,6 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   void check_options() const {
     const ClassOptions& o = options_;
     detail::check_request_shape(name, o.chunk_size, o.preload_nchunks, o.batch_size);
-    detail::check_mask(name, o.mask);
     if (!o.num_samples)
       detail::throw_config("{}: num_samples must be set: the sampler draws with replacement, so an epoch has no "
                            "natural size",
@@ -267,34 +263,44 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
     table_ = std::move(table);
   }
 
-  [[nodiscard]] Slice resolved_mask(std::int64_t n_obs) const noexcept {
-    return options_.mask ? options_.mask->resolve(n_obs) : Slice{0, n_obs};
+  // The classes the mask's ranges over the codes hold (an open-ended last range ends at the
+  // last code); no class when the mask does not fit the codes. Computed once per mask, at
+  // construction and in with_shard, and kept: clipping many ranges costs O((runs + ranges) log
+  // ranges), which validate and plan then never repeat.
+  [[nodiscard]] detail::ClassScope scope_of_mask() const {
+    const std::optional<Ranges>& mask = options_.mask;
+    const Slice back = mask ? (*mask)[mask->size() - 1] : Slice{0, n_obs_};
+    if (back.open_ended() ? back.start >= n_obs_ : (back.stop > n_obs_ || back.empty())) return {};
+    if (!mask) return detail::class_scope(table_, std::span<const Slice>(&back, 1));
+    const Ranges ranges = mask->resolve(n_obs_);
+    return detail::class_scope(table_, ranges.slices());
   }
 
-  // The classes `range` holds; throws when none holds a whole chunk there.
-  [[nodiscard]] std::vector<detail::ClassWindow> windows_in(Slice range) const {
-    std::vector<detail::ClassWindow> windows = detail::class_windows(*table_, range);
-    if (windows.empty())
-      detail::throw_config(
-          "{}: the sampled range [{}, {}) holds no chunk: no run of a class with a positive weight has chunk_size ({}) "
-          "observations inside it",
-          name, range.start, range.stop, options_.chunk_size);
-    return windows;
-  }
-
-  [[nodiscard]] std::vector<detail::ClassWindow> checked_windows(std::int64_t n_obs) const {
+  // The scope, for an epoch over `n_obs` observations: the number of codes, where the mask must
+  // hold a chunk of a sampled class.
+  [[nodiscard]] const detail::ClassScope& checked_scope(std::int64_t n_obs) const {
     if (n_obs != n_obs_)
       detail::throw_config(
           "{}: n_obs ({}) must equal the number of class codes ({}): the codes describe exactly the loader's "
           "observations",
           name, n_obs, n_obs_);
-    const Slice range = resolved_mask(n_obs);
-    if (range.stop > n_obs) detail::throw_config("{}: mask.stop ({}) must be <= n_obs ({})", name, range.stop, n_obs);
-    if (range.start < 0 || range.empty())
+    if (scope_.windows.empty()) refuse_mask();
+    return scope_;
+  }
+
+  // Why the scope is empty: the mask does not fit the codes, or holds no chunk.
+  [[noreturn]] void refuse_mask() const {
+    (void)detail::check_mask_within(name, options_.mask, n_obs_);
+    const Ranges ranges = options_.mask ? options_.mask->resolve(n_obs_) : Ranges(0, n_obs_);
+    if (ranges.size() == 1)
       detail::throw_config(
-          "{}: the sampled range [{}, {}) is empty; it needs 0 <= mask.start < mask.stop <= n_obs ({})", name,
-          range.start, range.stop, n_obs);
-    return windows_in(range);
+          "{}: the sampled range {} holds no chunk: no run of a class with a positive weight has chunk_size ({}) "
+          "observations inside it",
+          name, detail::range_text(ranges[0]), options_.chunk_size);
+    detail::throw_config(
+        "{}: the sampled ranges ({} ranges, the first {}) hold no chunk: no run of a class with a positive weight "
+        "has chunk_size ({}) observations inside one of them",
+        name, ranges.size(), detail::range_text(ranges[0]), options_.chunk_size);
   }
 
   ClassOptions options_;
@@ -303,6 +309,7 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   std::int64_t n_classes_ = 0;
   std::uint64_t runs_hash_ = 0;
   std::shared_ptr<const detail::ClassTable> table_;
+  detail::ClassScope scope_;  // what the mask's ranges hold of table_
 };
 
 }  // namespace chunksampler

@@ -34,10 +34,6 @@ inline void check_request_shape(std::string_view name, std::int64_t chunk_size, 
     throw_config("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, batch_size, request);
 }
 
-inline void check_mask(std::string_view name, const std::optional<Slice>& mask) {
-  if (mask) check_mask(name, *mask);
-}
-
 /// Checks `mask` (all of `[0, n_obs)` when absent) against `n_obs`, which is in `[0, 2^62]`,
 /// and returns the observations it selects, in O(log ranges). A one-range mask is named as
 /// `mask.start`/`mask.stop`, a range of many as `mask[i]`.

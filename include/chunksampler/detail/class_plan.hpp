@@ -12,15 +12,17 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <ranges>
 #include <span>
 #include <utility>
 #include <vector>
 
 namespace chunksampler::detail {
 
-/// The runs of one sampled class (weight > 0), in data order, with the prefix sums of the
-/// chunk starts they hold: run `i` holds `runs[i].size() - chunk_size + 1` starts, and
-/// `prefix[i]` counts those of runs `[0, i)` (`prefix.size() == runs.size() + 1`).
+/// The runs of one sampled class (weight > 0), or its pieces inside a mask's ranges
+/// (`clip_classes`), in data order, with the prefix sums of the chunk starts they hold: run `i`
+/// holds `runs[i].size() - chunk_size + 1` starts, and `prefix[i]` counts those of runs `[0, i)`
+/// (`prefix.size() == runs.size() + 1`).
 struct ClassRuns {
   std::int32_t code = 0;
   double weight = 0;
@@ -35,12 +37,14 @@ struct ClassTable {
   std::vector<ClassRuns> classes;
 };
 
-/// Where one class's chunk starts lie inside a range: runs `[lo, hi)` of its `ClassRuns` meet
-/// the range, holding `starts` valid starts after clipping. The first `skipped` starts of run
-/// `lo` fall before the range's start (clipping at its stop only shortens the count), so the
-/// range's `s`-th start is the `(prefix[lo] + skipped + s)`-th start of the class.
+/// Where one class's chunk starts lie inside the sampled ranges: runs `[lo, hi)` of its
+/// `ClassRuns` hold `starts` valid starts there, numbered in row order. Over one range the runs
+/// are the table's: the first `skipped` starts of run `lo` fall before the range's start
+/// (clipping at its stop only shortens the count), so the range's `s`-th start is the
+/// `(prefix[lo] + skipped + s)`-th start of the class. Over many ranges the runs are the class's
+/// pieces inside them (`clip_classes`), all of them: `lo = 0`, `skipped = 0`.
 struct ClassWindow {
-  std::size_t index = 0;  ///< the class's position in `ClassTable::classes`
+  std::size_t index = 0;  ///< the class's position in the plan's class list (`ClassScope::classes`)
   std::size_t lo = 0;
   std::size_t hi = 0;
   std::int64_t skipped = 0;
@@ -51,15 +55,15 @@ struct ClassWindow {
 /// The classes that hold at least one whole chunk inside `range`, with their starts there and
 /// their cumulative weights: renormalizing over them is drawing below the last cumulative.
 /// O(classes * log(runs)).
-[[nodiscard]] inline std::vector<ClassWindow> class_windows(const ClassTable& table, Slice range) {
-  const std::int64_t chunk = table.chunk_size;
+[[nodiscard]] inline std::vector<ClassWindow> class_windows(std::span<const ClassRuns> classes, std::int64_t chunk,
+                                                            Slice range) {
   const auto clipped = [&](const Slice& run) {
     return std::max<std::int64_t>(std::min(run.stop, range.stop) - std::max(run.start, range.start) - chunk + 1, 0);
   };
   std::vector<ClassWindow> windows;
   double cumulative = 0;
-  for (std::size_t index = 0; index < table.classes.size(); ++index) {
-    const ClassRuns& c = table.classes[index];
+  for (std::size_t index = 0; index < classes.size(); ++index) {
+    const ClassRuns& c = classes[index];
     const auto first = std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.stop <= range.start; });
     const auto last = std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.start < range.stop; });
     if (first >= last) continue;
@@ -81,7 +85,65 @@ struct ClassWindow {
   return windows;
 }
 
-/// What a class plan needs besides the table and the windows; checked before it gets here.
+/// Each class of `table` clipped to `ranges` (closed, sorted, disjoint): its pieces
+/// `run ∩ range` that hold a whole chunk, in row order, with their prefix sums of starts. A
+/// piece shorter than a chunk holds no start, so no chunk drawn from the pieces crosses a range
+/// edge. Per class, a merge of its runs with the ranges that jumps over the ranges between two
+/// runs by binary search: O(classes * log(runs) + runs * log(ranges) + pieces) time, and the
+/// pieces (at most runs + ranges) in memory.
+[[nodiscard]] inline std::vector<ClassRuns> clip_classes(const ClassTable& table, std::span<const Slice> ranges) {
+  const std::int64_t chunk = table.chunk_size;
+  std::vector<ClassRuns> clipped;
+  clipped.reserve(table.classes.size());
+  for (const ClassRuns& c : table.classes) {
+    ClassRuns& out = clipped.emplace_back(ClassRuns{.code = c.code, .weight = c.weight, .runs = {}, .prefix = {0}});
+    if (ranges.empty()) continue;
+    // Only the runs that meet the ranges' hull: a shard's ranges skip the rest at once.
+    const auto first =
+        std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.stop <= ranges.front().start; });
+    const auto last =
+        std::ranges::partition_point(c.runs, [&](const Slice& r) { return r.start < ranges.back().stop; });
+    auto range = ranges.begin();
+    for (auto run = first; run < last; ++run) {
+      // The first range that ends after the run starts; ranges before it end before this run
+      // and every later one.
+      range = std::ranges::partition_point(std::ranges::subrange(range, ranges.end()),
+                                           [&](const Slice& r) { return r.stop <= run->start; });
+      for (auto r = range; r != ranges.end() && r->start < run->stop; ++r) {
+        const Slice piece{std::max(run->start, r->start), std::min(run->stop, r->stop)};
+        if (piece.size() < chunk) continue;
+        out.runs.push_back(piece);
+        out.prefix.push_back(out.prefix.back() + piece.size() - chunk + 1);
+      }
+    }
+  }
+  return clipped;
+}
+
+/// The classes a plan draws from and the windows over them.
+struct ClassScope {
+  std::shared_ptr<const std::vector<ClassRuns>> classes;
+  std::vector<ClassWindow> windows;
+};
+
+/// The scope of the union of `ranges` (closed, sorted, disjoint, at least one). One range keeps
+/// the shared table and clips its runs through the windows alone, O(classes * log(runs)); many
+/// clip the runs into pieces first (`clip_classes`). Both number a class's valid starts in row
+/// order, so a mask of many ranges whose extra ranges hold no chunk draws exactly as its one
+/// range does.
+[[nodiscard]] inline ClassScope class_scope(const std::shared_ptr<const ClassTable>& table,
+                                            std::span<const Slice> ranges) {
+  if (ranges.size() == 1)
+    return {.classes = std::shared_ptr<const std::vector<ClassRuns>>(table, &table->classes),
+            .windows = class_windows(table->classes, table->chunk_size, ranges.front())};
+  auto clipped = std::make_shared<const std::vector<ClassRuns>>(clip_classes(*table, ranges));
+  // Every piece lies inside the hull of the ranges: the windows over it take each class whole.
+  std::vector<ClassWindow> windows =
+      class_windows(*clipped, table->chunk_size, {ranges.front().start, ranges.back().stop});
+  return {.classes = std::move(clipped), .windows = std::move(windows)};
+}
+
+/// What a class plan needs besides its scope; checked before it gets here.
 struct ClassLayout {
   std::int64_t chunk_size;
   std::int64_t preload_nchunks;
@@ -100,15 +162,14 @@ struct ClassKeys {
 /// `ceil(used_obs / chunk_size)` chunks, the last cut to the remainder; chunk `i` belongs to
 /// group `i / g`, `g = batch_size / gcd(chunk_size, batch_size)`, one `lcm(chunk_size,
 /// batch_size)` block, so group edges are batch edges. Group `j` draws its class from an
-/// engine keyed by `j`, chunk `i` its start among the class's valid starts in the range from
-/// an engine keyed by `i`, and request `k` the order of each batch's rows from an engine keyed
-/// by `k`: any request is computed in O(request * log runs) from its index alone.
+/// engine keyed by `j`, chunk `i` its start among the class's valid starts in the sampled
+/// ranges from an engine keyed by `i`, and request `k` the order of each batch's rows from an
+/// engine keyed by `k`: any request is computed in O(request * log runs) from its index alone.
 class ClassPlan : public RequestGrid<ClassPlan> {
  public:
-  ClassPlan(std::shared_ptr<const ClassTable> table, std::vector<ClassWindow> windows, const ClassLayout& layout,
-            const ClassKeys& keys) noexcept
-      : table_(std::move(table)),
-        windows_(std::move(windows)),
+  ClassPlan(ClassScope scope, const ClassLayout& layout, const ClassKeys& keys) noexcept
+      : classes_(std::move(scope.classes)),
+        windows_(std::move(scope.windows)),
         layout_(layout),
         keys_(keys),
         group_chunks_(layout.batch_size / std::gcd(layout.chunk_size, layout.batch_size)),
@@ -122,7 +183,7 @@ class ClassPlan : public RequestGrid<ClassPlan> {
   [[nodiscard]] std::int64_t group_chunks() const noexcept { return group_chunks_; }
   /// Chunks the epoch reads.
   [[nodiscard]] std::int64_t n_chunks() const noexcept { return n_chunks_; }
-  /// The classes the range holds, with their starts and cumulative weights.
+  /// The classes the sampled ranges hold, with their starts and cumulative weights.
   [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_; }
 
   /// Request `k`: chunks `[k * preload_nchunks, ...)` of the epoch, and each batch `b` the
@@ -169,10 +230,10 @@ class ClassPlan : public RequestGrid<ClassPlan> {
   }
 
   // Chunk `i` of the epoch, of the class in `window`: a uniform valid start of the class in the
-  // range, the chunk cut to the epoch's remainder when it is the last.
+  // sampled ranges, the chunk cut to the epoch's remainder when it is the last.
   [[nodiscard]] Slice chunk_of(std::int64_t i, std::size_t window) const noexcept {
     const ClassWindow& w = windows_[window];
-    const ClassRuns& c = table_->classes[w.index];
+    const ClassRuns& c = (*classes_)[w.index];
     Engine engine = make_engine(keys_.chunk_start, static_cast<std::uint64_t>(i));
     const std::int64_t target =
         c.prefix[w.lo] + w.skipped + static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
@@ -185,7 +246,7 @@ class ClassPlan : public RequestGrid<ClassPlan> {
     return {start, start + length};
   }
 
-  std::shared_ptr<const ClassTable> table_;
+  std::shared_ptr<const std::vector<ClassRuns>> classes_;
   std::vector<ClassWindow> windows_;
   ClassLayout layout_;
   ClassKeys keys_;
