@@ -404,7 +404,7 @@ class ClassSampler(_MaskedSampler):
             self._preload_nchunks,
             self._batch_size,
             self._drop_last,
-            self._mask if self._mask is None else self._mask[0],  # TEMP until class-ranges
+            self._mask,
             self._seed,
             self._num_samples,
             self._class_weights,

@@ -80,11 +80,6 @@ std::optional<cs::Ranges> ranges_of(const std::optional<PyMask>& mask) {
   return cs::Ranges(ranges);
 }
 
-std::optional<cs::Slice> slice_of(const std::optional<PyRange>& mask) {
-  if (!mask) return std::nullopt;
-  return mask->second ? cs::Slice{mask->first, *mask->second} : cs::Slice::from(mask->first);
-}
-
 // A mask's ranges as Python spells them, or None for all of [0, n_obs).
 std::optional<PyMask> py_mask(const std::optional<cs::Ranges>& mask) {
   if (!mask) return std::nullopt;
@@ -425,13 +420,13 @@ void def_class_sampler(nb::module_& m) {
   m.def(
       "class_sampler",
       [](const nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>& codes, std::int64_t chunk_size,
-         std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last, std::optional<PyRange> mask,
+         std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask,
          std::uint64_t seed, std::int64_t num_samples, std::vector<double> class_weights) {
         return class_sampler<Code>(codes, {.chunk_size = chunk_size,
                                            .preload_nchunks = preload_nchunks,
                                            .batch_size = batch_size,
                                            .drop_last = drop_last,
-                                           .mask = slice_of(mask),
+                                           .mask = ranges_of(mask),
                                            .seed = seed,
                                            .num_samples = num_samples,
                                            .class_weights = std::move(class_weights)});

@@ -126,10 +126,10 @@ class Config:
         return [f"{key}={value}" for key, value in args.items()]
 
 
-def _mask(draw, n_obs: int, many: bool = True):
-    """None, one range, or (with ``many``) 2 to 4 sorted ranges, some adjacent (merged by C++), the
-    last sometimes open-ended."""
-    kind = draw(st.sampled_from(["none", "one", "many"] if many else ["none", "one"]))
+def _mask(draw, n_obs: int):
+    """None, one range, or 2 to 4 sorted ranges, some adjacent (merged by C++), the last sometimes
+    open-ended."""
+    kind = draw(st.sampled_from(["none", "one", "many"]))
     if kind == "none":
         return None
     if kind == "one":
@@ -187,8 +187,8 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False
         if draw(st.booleans()):
             weights = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=n_classes, max_size=n_classes))
             fields.update(class_weights=tuple(weights))
-        if draw(st.booleans()):
-            fields.update(mask=_mask(draw, len(codes), many=False))  # TEMP until class-ranges
+        if many_ranges or draw(st.booleans()):
+            fields.update(mask=many_ranges_of(draw, len(codes)) if many_ranges else _mask(draw, len(codes)))
     else:
         sizes = draw(st.lists(st.integers(chunk_size, 80), min_size=1, max_size=3))
         while sum(sizes) < floor:

@@ -89,7 +89,7 @@ def test_distributed_samplers_make_the_cpp_requests(config):
 
 # Many-range masks alone: the draws above give them to a few configurations in a hundred.
 @settings(max_examples=120, deadline=None)
-@given(configs(kinds=("random", "sequential"), many_ranges=True))
+@given(configs(kinds=("random", "sequential", "class"), many_ranges=True))
 def test_many_range_masks_make_the_cpp_requests(config):
     event(f"{config.kind}, {'distributed ' + config.mode if config.world_size else 'plain'}")
     check_against_oracle(config)

@@ -1,6 +1,6 @@
 """Masks of many ranges (``mask=[slice(0, 1000), slice(5000, None)]``): every sampler that takes a
 mask reads the union of its ranges (each observation once per epoch without replacement, nothing
-outside), DistributedSampler cuts the union into disjoint shards with equal batch counts, ``mask``
+outside; ClassSampler draws only inside it), DistributedSampler cuts the union into disjoint shards with equal batch counts, ``mask``
 and ``shard()`` read back as a slice or a list of slices, pickling and ``state_dict`` keep the
 ranges, and a bad mask raises the C++ library's ConfigError. The requests themselves are compared
 with the C++ samplers' in test_oracle.py."""
@@ -12,7 +12,7 @@ import pickle
 import numpy as np
 import pytest
 from conftest import epoch_batches
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from support import many_ranges_of
 
@@ -84,6 +84,31 @@ def test_with_replacement_and_num_samples_draws_stay_inside_the_union(config):
     drawn = np.concatenate(epoch_batches(sampler, n_obs))
     assert len(drawn) == num_samples
     assert set(drawn.tolist()) <= inside
+
+
+@fast
+@given(masked(), st.integers(1, 3), st.sampled_from([None, "contiguous", "global"]))
+def test_class_sampler_draws_only_inside_the_union(config, world, mode):
+    shape, n_obs, mask, seed = config
+    # Classes in runs of 2 to 5 chunks, so that most ranges hold a whole chunk of some class.
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, 6, size=n_obs) * shape["chunk_size"]
+    codes = np.repeat(rng.integers(0, 3, size=n_obs), lengths)[:n_obs].astype(np.int8)
+    inside = set(rows_of(mask, n_obs))
+    try:
+        sampler = cs.ClassSampler(**shape, classes=codes, num_samples=60, mask=mask, rng=rng)
+        if mode is not None:
+            sampler = cs.DistributedSampler(sampler, dist_info=lambda: (world - 1, world), mode=mode)
+        sampler.validate(n_obs)
+    except cs.ConfigError:
+        event("refused")
+        return  # no range holds a whole chunk of a class (or a rank's share of one): C++'s rules
+    event(f"served, {mode}")
+    assert sampler.mask == merged(mask) or [sampler.mask] == merged(mask)
+    drawn = np.concatenate(epoch_batches(sampler, n_obs))
+    assert set(drawn.tolist()) <= inside
+    for batch in epoch_batches(sampler, n_obs):
+        assert len(set(codes[batch].tolist())) == 1  # one class per batch, as without a mask
 
 
 @fast
@@ -160,6 +185,12 @@ def test_mask_round_trips_as_a_list_and_merges_adjacent_ranges():
     assert s.mask == slice(40, 50)
     s.mask = None
     assert s.mask == slice(0, None)
+    codes = np.repeat([0, 1], 50)
+    classes = cs.ClassSampler(4, 2, 4, classes=codes, num_samples=16, mask=(slice(0, 8), slice(16, 24), slice(24, 40)))
+    assert classes.mask == [slice(0, 8), slice(16, 40)]
+    classes.mask = [slice(60, 80), slice(90, None)]
+    assert classes.mask == [slice(60, 80), slice(90, None)]
+    assert pickle.loads(pickle.dumps(classes)).mask == [slice(60, 80), slice(90, None)]
     seq = cs.SequentialSampler(chunk_size=4, preload_nchunks=2, batch_size=4, mask=[slice(0, 8), slice(16, 24)])
     assert seq.mask == [slice(0, 8), slice(16, 24)]
     assert cs.DistributedSampler(seq, dist_info=lambda: (0, 2)).mask == [slice(0, 8), slice(16, 24)]

@@ -304,12 +304,11 @@ void run(Args& args) {
     run(cs::SequentialSampler(options), job);
   } else if (kind == "class") {
     const std::vector<std::int64_t> codes = args.integers("codes");
-    const std::optional<std::vector<cs::Slice>> ranges = args.ranges();  // TEMP until class-ranges
     const cs::ClassOptions options{.chunk_size = chunk_size,
                                    .preload_nchunks = preload_nchunks,
                                    .batch_size = batch_size,
                                    .drop_last = drop_last,
-                                   .mask = ranges ? std::optional<cs::Slice>(ranges->at(0)) : std::nullopt,
+                                   .mask = args.mask(),
                                    .seed = args.seed(),
                                    .num_samples = args.optional_int("num_samples"),
                                    .class_weights = args.reals("class_weights")};
