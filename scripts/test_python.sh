@@ -2,7 +2,7 @@
 # The Python package's stage of the CI: builds the wheel (pip wheel .), installs it into a fresh
 # virtual environment and runs tests/python there, from outside the source tree, so what is
 # tested is the installed package. About a minute on 2 cores, most of it the compile.
-#   scripts/test_python.sh
+#   scripts/test_python.sh [PYTEST_ARGS...]   e.g. -k mask, -x, -v
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -36,4 +36,4 @@ export CHUNKSAMPLER_PLAN_DUMP="$work/oracle/chunksampler_plan_dump"
 
 # From a directory outside the tree, so `import chunksampler` finds the installed package.
 cd "$work"
-"$work/test-env/bin/python" -m pytest -p no:cacheprovider -q "$root/tests/python"
+"$work/test-env/bin/python" -m pytest -p no:cacheprovider -q "$root/tests/python" "$@"

@@ -19,8 +19,16 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from ._annbatch import register_with_annbatch
-from ._errors import ConfigError, DistEnvironmentError, StateError, StateFormatError, StateMismatchError
+from ._errors import (
+    ConfigError,
+    DistEnvironmentError,
+    FragmentedSplitError,
+    StateError,
+    StateFormatError,
+    StateMismatchError,
+)
 from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler
+from ._split import SplitReport, check_disjoint, split_mask
 from ._types import LoadRequest, RequestArrays, SamplerStateDict
 from ._workers import WorkerInfo
 
@@ -36,15 +44,19 @@ __all__ = [
     "ConfigError",
     "DistEnvironmentError",
     "DistributedSampler",
+    "FragmentedSplitError",
     "LoadRequest",
     "MixtureSampler",
     "RandomSampler",
     "RequestArrays",
     "SequentialSampler",
+    "SplitReport",
     "StateError",
     "StateFormatError",
     "SamplerStateDict",
     "StateMismatchError",
     "WorkerInfo",
     "__version__",
+    "check_disjoint",
+    "split_mask",
 ]

@@ -22,6 +22,7 @@ __all__ = [
     "mask_from",
     "mask_to",
     "optional_index",
+    "real",
     "seed_from",
     "worker_from",
 ]
@@ -49,6 +50,13 @@ def optional_index(name: str, value: object) -> int | None:
     return None if value is None else index(name, value)
 
 
+def real(name: str, value: object) -> float:
+    """``value`` as a float (a Python or numpy real number, not a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
 def flag(name: str, value: object) -> bool:
     """``value`` as a bool (a Python or numpy bool)."""
     if not isinstance(value, (bool, np.bool_)):
@@ -56,17 +64,31 @@ def flag(name: str, value: object) -> bool:
     return bool(value)
 
 
-def mask_from(mask: object) -> tuple[int, int | None] | None:
-    """A ``slice(start, stop)`` mask as ``(start, stop)``; ``slice(start, None)`` is open-ended (it
-    ends at each epoch's ``n_obs``) and ``slice(None, stop)`` starts at 0."""
+def mask_from(mask: object) -> list[tuple[int, int | None]] | None:
+    """A mask as the ``(start, stop)`` pairs of its ranges: one ``slice(start, stop)``, or a list or
+    tuple of them (several ranges). ``slice(start, None)`` is open-ended (it ends at each epoch's
+    ``n_obs``) and ``slice(None, stop)`` starts at 0. Only types are checked here: whether the
+    ranges are sorted, disjoint, non-empty and inside ``n_obs`` is the C++ ``Ranges``' rule."""
     if mask is None:
         return None
+    if isinstance(mask, slice):
+        return [_range("mask", mask)]
+    if not isinstance(mask, (list, tuple)):
+        raise TypeError(
+            "mask must be a slice (e.g. slice(0, 1000) or slice(100, None)), a list of slices "
+            f"(e.g. [slice(0, 1000), slice(5000, None)]) or None, got {type(mask).__name__}"
+        )
+    return [_range(f"mask[{i}]", item) for i, item in enumerate(mask)]
+
+
+def _range(name: str, mask: object) -> tuple[int, int | None]:
+    """One range of a mask, named ``name`` in messages, as ``(start, stop)``."""
     if not isinstance(mask, slice):
-        raise TypeError(f"mask must be a slice (e.g. slice(0, 1000) or slice(100, None)) or None, got {type(mask).__name__}")
+        raise TypeError(f"{name} must be a slice (e.g. slice(0, 1000) or slice(100, None)), got {type(mask).__name__}")
     if mask.step is not None and mask.step != 1:
-        raise ConfigError(f"mask.step ({mask.step!r}) must be None or 1: a mask is one contiguous range")
-    start = 0 if mask.start is None else index("mask.start", mask.start)
-    return start, optional_index("mask.stop", mask.stop)
+        raise ConfigError(f"{name}.step ({mask.step!r}) must be None or 1: a mask's range is contiguous")
+    start = 0 if mask.start is None else index(f"{name}.start", mask.start)
+    return start, optional_index(f"{name}.stop", mask.stop)
 
 
 def mask_to(mask: list[tuple[int, int | None]] | None) -> slice | list[slice]:

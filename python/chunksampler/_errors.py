@@ -5,12 +5,39 @@ Each message names the parameter (or state field), its value and the rule it bro
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DistEnvironmentError", "StateError", "StateFormatError", "StateMismatchError"]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._split import SplitReport
+
+__all__ = [
+    "ConfigError",
+    "DistEnvironmentError",
+    "FragmentedSplitError",
+    "StateError",
+    "StateFormatError",
+    "StateMismatchError",
+]
 
 
 class ConfigError(ValueError):
     """A bad configuration or argument (C++ ``chunksampler::ConfigError``): an option, ``n_obs``,
     a mask, a worker, a rank."""
+
+
+class FragmentedSplitError(ConfigError):
+    """``split_mask`` refused a selection that lies scattered on disk: more of its rows than
+    ``max_short_share`` allows lie in runs shorter than ``chunk_size``, each read as short chunks
+    (C++ ``chunksampler::FragmentedSplitError``). ``report`` holds the numbers (a ``SplitReport``),
+    ``columns`` the names of the columns to sort the rows by on disk, which is the remedy."""
+
+    def __init__(self, message: str, report: SplitReport, columns: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.report = report
+        self.columns = list(columns)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.report, self.columns)
 
 
 class StateError(ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +24,7 @@ from ._convert import (
     mask_from,
     mask_to,
     optional_index,
+    real,
     seed_from,
     worker_from,
 )
@@ -217,20 +218,23 @@ class _Sampler:
 
 
 class _MaskedSampler(_Sampler):
-    """A sampler of one observation range, ``mask``, which may be assigned (as in annbatch)."""
+    """A sampler of the observations of ``mask``, one range or several, which may be assigned (as
+    in annbatch)."""
 
-    _mask: tuple[int, int | None] | None
+    _mask: list[tuple[int, int | None]] | None
 
     @property
-    def mask(self) -> slice:
-        """The observation range sampled: ``slice(0, None)`` (all of ``[0, n_obs)``) by default,
-        ``slice(start, None)`` for a range that ends at each epoch's ``n_obs``. Assigning a slice
-        changes the range of later epochs (checked as the constructor checks it); an epoch already
-        being iterated keeps its own."""
+    def mask(self) -> slice | list[slice]:
+        """The observations sampled: ``slice(0, None)`` (all of ``[0, n_obs)``) by default, a slice
+        for one range (``slice(start, None)`` ends at each epoch's ``n_obs``), a list of slices for
+        several, in row order with adjacent ranges merged (``[slice(0, 10), slice(10, 20)]`` reads
+        back as ``slice(0, 20)``). Assigning a slice, a list or tuple of slices, or None changes
+        the observations of later epochs (checked as the constructor checks them); an epoch
+        already being iterated keeps its own."""
         return mask_to(self._impl.mask)
 
     @mask.setter
-    def mask(self, value: slice | None) -> None:
+    def mask(self, value: slice | Sequence[slice] | None) -> None:
         old = self._mask
         self._mask = mask_from(value)
         try:
@@ -267,7 +271,7 @@ class RandomSampler(_MaskedSampler):
         replacement: bool = False,
         num_samples: int | None = None,
         drop_last: bool = False,
-        mask: slice | None = None,
+        mask: slice | Sequence[slice] | None = None,
         rng: np.random.Generator | None = None,
     ) -> None:
         self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
@@ -323,7 +327,7 @@ class SequentialSampler(_MaskedSampler):
         batch_size: int,
         *,
         drop_last: bool = False,
-        mask: slice | None = None,
+        mask: slice | Sequence[slice] | None = None,
     ) -> None:
         self._rng = None
         self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
@@ -373,7 +377,7 @@ class ClassSampler(_MaskedSampler):
         classes: Any,
         num_samples: int,
         class_weights: Any = None,
-        mask: slice | None = None,
+        mask: slice | Sequence[slice] | None = None,
         drop_last: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
@@ -459,7 +463,7 @@ class MixtureSampler(_Sampler):
         self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._sizes = indices("sizes", sizes)
         self._weights = [] if weights is None else floats("weights", weights)
-        self._temperature = _real("temperature", temperature)
+        self._temperature = real("temperature", temperature)
         self._num_samples = optional_index("num_samples", num_samples)
         self._rng, self._seed = seed_from(rng)
         self._impl = self._build()
@@ -481,7 +485,7 @@ class MixtureSampler(_Sampler):
         """New weights (and temperature, if given; else the current one) for later epochs, checked as
         the constructor checks them. A state taken under other weights is refused afterwards."""
         new_weights = floats("weights", weights)
-        new_temperature = None if temperature is None else _real("temperature", temperature)
+        new_temperature = None if temperature is None else real("temperature", temperature)
         self._impl.update_weights(new_weights, new_temperature)
         self._weights, self._temperature = self._impl.mixture
 
@@ -546,12 +550,6 @@ def _with_labels(error: ConfigError, labels: list[Any] | None) -> ConfigError:
     if labels is None or not codes or max(codes) >= len(labels):
         return error
     return ConfigError(f"{error} (by label: classes {[labels[code] for code in codes]!r})")
-
-
-def _real(name: str, value: object) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
 
 
 _Wrappable = (RandomSampler, SequentialSampler, ClassSampler, MixtureSampler)
@@ -647,8 +645,9 @@ class DistributedSampler(_Sampler):
         return self._remainder
 
     @property
-    def mask(self) -> slice:
-        """The wrapped sampler's mask: the range all ranks together cover."""
+    def mask(self) -> slice | list[slice]:
+        """The wrapped sampler's mask: what all ranks together cover (a slice for one range, a list
+        of slices for several)."""
         return mask_to(self._impl.mask)
 
     @property
@@ -661,14 +660,16 @@ class DistributedSampler(_Sampler):
         if not isinstance(self._wrapped, MixtureSampler):
             raise TypeError(f"update_weights needs a wrapped MixtureSampler, not a {type(self._wrapped).__name__}")
         new_weights = floats("weights", weights)
-        new_temperature = None if temperature is None else _real("temperature", temperature)
+        new_temperature = None if temperature is None else real("temperature", temperature)
         self._impl.update_weights(new_weights, new_temperature)
         self._wrapped._weights, self._wrapped._temperature = self._impl.mixture
         self._wrapped._impl.update_weights(*self._impl.mixture)
 
-    def shard(self, n_obs: int) -> slice:
+    def shard(self, n_obs: int) -> slice | list[slice]:
         """The observations this rank reads in the next epoch (contiguous mode), or that all ranks
-        read together (global mode)."""
+        read together (global mode): a slice for one range, a list of slices for several (a
+        contiguous shard of a many-range mask is cut by observation count over the union of its
+        ranges, so it may span several)."""
         return mask_to(self._impl.shard(index("n_obs", n_obs)))
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/split.hpp>
 #include <chunksampler/worker_info.hpp>
 
 #include <nanobind/nanobind.h>
@@ -20,6 +21,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstddef>
@@ -31,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -59,20 +63,27 @@ const auto& plain_of(const S& s) {
   else return s;
 }
 
-// A mask as Python spells it: (start, stop), stop None for slice(start, None).
-using PyMask = std::pair<std::int64_t, std::optional<std::int64_t>>;
+// A range as Python spells it: (start, stop), stop None for slice(start, None).
+using PyRange = std::pair<std::int64_t, std::optional<std::int64_t>>;
+// A mask as Python spells it: its ranges, in the order given.
+using PyMask = std::vector<PyRange>;
 
 cs::WorkerInfo worker_of(std::int64_t id, std::int64_t num_workers) { return {.id = id, .num_workers = num_workers}; }
 
-std::optional<cs::Slice> slice_of(const std::optional<PyMask>& mask) {
+// The ranges of `mask` as a cs::Ranges, which checks them (sorted, disjoint, non-empty) and
+// merges adjacent ones; None (all of [0, n_obs)) stays std::nullopt.
+std::optional<cs::Ranges> ranges_of(const std::optional<PyMask>& mask) {
   if (!mask) return std::nullopt;
-  return mask->second ? cs::Slice{mask->first, *mask->second} : cs::Slice::from(mask->first);
+  std::vector<cs::Slice> ranges;
+  ranges.reserve(mask->size());
+  for (const auto& [start, stop] : *mask) ranges.push_back(stop ? cs::Slice{start, *stop} : cs::Slice::from(start));
+  return cs::Ranges(ranges);
 }
 
 // A mask's ranges as Python spells them, or None for all of [0, n_obs).
-std::optional<std::vector<PyMask>> py_mask(const std::optional<cs::Ranges>& mask) {
+std::optional<PyMask> py_mask(const std::optional<cs::Ranges>& mask) {
   if (!mask) return std::nullopt;
-  std::vector<PyMask> out;
+  PyMask out;
   out.reserve(mask->size());
   for (const cs::Slice& range : *mask)
     out.emplace_back(range.start, range.open_ended() ? std::nullopt : std::optional<std::int64_t>(range.stop));
@@ -381,6 +392,13 @@ void translate(const std::exception_ptr& p, void*) {
     raise_as("StateFormatError", e.what());
   } catch (const cs::StateError& e) {
     raise_as("StateError", e.what());
+  } catch (const cs::FragmentedSplitError& e) {
+    const cs::SplitReport& r = e.report();
+    nb::object report = nb::module_::import_("chunksampler._split")
+                            .attr("SplitReport")(r.runs, r.rows, r.short_runs, r.short_rows, r.short_share);
+    nb::object cls = nb::module_::import_("chunksampler._errors").attr("FragmentedSplitError");
+    nb::object error = cls(e.what(), report, nb::cast(e.columns()));
+    PyErr_SetObject(cls.ptr(), error.ptr());
   } catch (const cs::ConfigError& e) {
     raise_as("ConfigError", e.what());
   } catch (const cs::EnvironmentError& e) {
@@ -408,7 +426,7 @@ void def_class_sampler(nb::module_& m) {
                                            .preload_nchunks = preload_nchunks,
                                            .batch_size = batch_size,
                                            .drop_last = drop_last,
-                                           .mask = slice_of(mask),
+                                           .mask = ranges_of(mask),
                                            .seed = seed,
                                            .num_samples = num_samples,
                                            .class_weights = std::move(class_weights)});
@@ -416,6 +434,58 @@ void def_class_sampler(nb::module_& m) {
       nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
       nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
       "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).");
+}
+
+// A categorical column as Python passes it: its name, its codes (a 1-D int8, int16, int32 or
+// int64 array, read where it lies) and its categories' names (empty: select by code).
+using CodesArray = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using PyColumn = std::tuple<std::string, CodesArray, std::vector<std::string>>;
+
+template <class Code>
+std::optional<cs::CategoryColumn> column_as(const PyColumn& column) {
+  const auto& [name, codes, categories] = column;
+  if (codes.dtype() != nb::dtype<Code>()) return std::nullopt;
+  const std::span<const Code> view(static_cast<const Code*>(codes.data()), codes.shape(0));
+  return cs::CategoryColumn(name, view, categories);
+}
+
+cs::CategoryColumn column_of(const PyColumn& column) {
+  std::optional<cs::CategoryColumn> out = column_as<std::int8_t>(column);
+  if (!out) out = column_as<std::int16_t>(column);
+  if (!out) out = column_as<std::int32_t>(column);
+  if (!out) out = column_as<std::int64_t>(column);
+  if (!out) throw nb::type_error("chunksampler: a column's codes must be int8, int16, int32 or int64");
+  return *std::move(out);
+}
+
+// What split_mask returns to Python: the mask's (closed) ranges and the report's five numbers.
+using PySplit = std::pair<std::vector<std::pair<std::int64_t, std::int64_t>>,
+                          std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, double>>;
+
+// cs::split_mask over the columns, viewed where they lie and scanned without the GIL. With
+// `one_column`, each key holds one value and the one-column form is called (its messages name
+// the values select[k]).
+PySplit split_mask(const std::vector<PyColumn>& py_columns, const std::vector<cs::CategoryKey>& select, bool one_column,
+                   std::int64_t chunk_size, std::optional<double> max_short_share) {
+  std::vector<cs::CategoryColumn> columns;
+  columns.reserve(py_columns.size());
+  for (const PyColumn& column : py_columns) columns.push_back(column_of(column));
+  std::vector<cs::CategoryValue> values;
+  if (one_column)
+    for (const cs::CategoryKey& key : select) values.insert(values.end(), key.begin(), key.end());
+  const cs::SplitOptions options{.chunk_size = chunk_size, .max_short_share = max_short_share};
+  std::optional<cs::Split> split;
+  {
+    nb::gil_scoped_release release;
+    if (one_column && columns.size() == 1) split.emplace(cs::split_mask(columns[0], values, options));
+    else split.emplace(cs::split_mask(columns, select, options));
+  }
+  PySplit out;
+  out.first.reserve(split->mask.size());
+  for (const cs::Slice& range : split->mask) out.first.emplace_back(range.start, range.stop);
+  const cs::SplitReport& r = split->report;
+  out.second = {r.runs, r.rows, r.short_runs, r.short_rows, r.short_share};
+  return out;
 }
 
 template <class Iterator>
@@ -528,7 +598,7 @@ NB_MODULE(_chunksampler, m) {
                                           .preload_nchunks = preload_nchunks,
                                           .batch_size = batch_size,
                                           .drop_last = drop_last,
-                                          .mask = slice_of(mask),
+                                          .mask = ranges_of(mask),
                                           .seed = seed,
                                           .replacement = replacement,
                                           .num_samples = num_samples}));
@@ -544,7 +614,7 @@ NB_MODULE(_chunksampler, m) {
                                               .preload_nchunks = preload_nchunks,
                                               .batch_size = batch_size,
                                               .drop_last = drop_last,
-                                              .mask = slice_of(mask)}));
+                                              .mask = ranges_of(mask)}));
       },
       nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
       nb::arg("mask").none(), "A C++ SequentialSampler.");
@@ -588,6 +658,19 @@ NB_MODULE(_chunksampler, m) {
       },
       nb::arg("sampler"), nb::arg("rank"), nb::arg("world_size"), nb::arg("enforce_equal_batches"), nb::arg("mode"),
       nb::arg("remainder"), "A C++ DistributedSampler wrapping a copy of `sampler`.");
+  m.def("split_mask", &split_mask, nb::arg("columns"), nb::arg("select"), nb::arg("one_column"), nb::arg("chunk_size"),
+        nb::arg("max_short_share").none(),
+        "cs::split_mask: ([(start, stop), ...], (runs, rows, short_runs, short_rows, short_share)) of the rows "
+        "whose key is one of `select`; `columns` are (name, codes, categories), the codes viewed, not copied.");
+  m.def(
+      "check_disjoint",
+      [](const std::vector<std::pair<std::string, PyMask>>& masks) {
+        std::vector<std::pair<std::string, cs::Ranges>> splits;
+        splits.reserve(masks.size());
+        for (const auto& [name, mask] : masks) splits.emplace_back(name, *ranges_of(mask));
+        cs::check_disjoint(splits);
+      },
+      nb::arg("masks"), "cs::check_disjoint: raises ConfigError when two of the named masks share a row.");
   m.def(
       "dist_from_env",
       []() {

@@ -27,7 +27,8 @@ class Config:
     n_obs: int
     seed: int = 0
     drop_last: bool = False
-    mask: tuple[int, int | None] | None = None
+    # One range (start, stop), or several ((start, stop), ...); stop None is open-ended.
+    mask: tuple[int, int | None] | tuple[tuple[int, int | None], ...] | None = None
     replacement: bool = False
     num_samples: int | None = None
     codes: tuple[int, ...] = ()
@@ -46,7 +47,7 @@ class Config:
     def base(self) -> Any:
         """The plain sampler, seeded from ``np.random.default_rng(seed)``."""
         shape = {"chunk_size": self.chunk_size, "preload_nchunks": self.preload_nchunks, "batch_size": self.batch_size}
-        mask = None if self.mask is None else slice(*self.mask)
+        mask = self.mask_arg()
         rng = np.random.default_rng(self.seed)
         if self.kind == "random":
             return cs.RandomSampler(
@@ -65,6 +66,20 @@ class Config:
             **shape, sizes=list(self.sizes), weights=self.weights, temperature=self.temperature,
             num_samples=self.num_samples, drop_last=self.drop_last, rng=rng,
         )
+
+    def ranges(self) -> list[tuple[int, int | None]] | None:
+        """The mask's ranges, as given."""
+        if self.mask is None:
+            return None
+        return [self.mask] if not isinstance(self.mask[0], tuple) else list(self.mask)  # type: ignore[list-item]
+
+    def mask_arg(self) -> slice | list[slice] | None:
+        """The ``mask=`` argument: a slice for one range, a list of slices for several."""
+        if self.mask is None:
+            return None
+        if not isinstance(self.mask[0], tuple):
+            return slice(*self.mask)
+        return [slice(*r) for r in self.mask]
 
     def make(self, rank: int | None = None, world_size: int | None = None) -> Any:
         """The sampler of rank ``rank`` (this configuration's by default) of ``world_size`` ranks."""
@@ -89,7 +104,7 @@ class Config:
         if self.kind != "sequential":
             args["seed"] = seed
         if self.mask is not None:
-            args["mask"] = f"{self.mask[0]}:{'' if self.mask[1] is None else self.mask[1]}"
+            args["mask"] = ",".join(f"{start}:{'' if stop is None else stop}" for start, stop in self.ranges())
         if self.num_samples is not None:
             args["num_samples"] = self.num_samples
         if self.kind == "random":
@@ -112,16 +127,38 @@ class Config:
 
 
 def _mask(draw, n_obs: int):
-    if not draw(st.booleans()):
+    """None, one range, or 2 to 4 sorted ranges, some adjacent (merged by C++), the last sometimes
+    open-ended."""
+    kind = draw(st.sampled_from(["none", "one", "many"]))
+    if kind == "none":
         return None
-    start = draw(st.integers(0, n_obs // 3))
-    return start, draw(st.sampled_from([None, n_obs, max(start + 1, n_obs - draw(st.integers(0, n_obs // 3)))]))
+    if kind == "one":
+        start = draw(st.integers(0, n_obs // 3))
+        return start, draw(st.sampled_from([None, n_obs, max(start + 1, n_obs - draw(st.integers(0, n_obs // 3)))]))
+    return many_ranges_of(draw, n_obs)
+
+
+def many_ranges_of(draw, n_obs: int) -> tuple[tuple[int, int | None], ...]:
+    """2 to 4 sorted, disjoint ranges inside ``[0, n_obs)``, each in its own stretch of
+    ``n_obs // k`` rows; a range that fills its stretch to the end touches the next one when that
+    starts at its stretch's start (adjacent ranges); the last is open-ended sometimes."""
+    k = draw(st.integers(2, min(4, n_obs)))
+    stretch = n_obs // k
+    ranges: list[tuple[int, int | None]] = []
+    for i in range(k):
+        gap = draw(st.sampled_from([0, draw(st.integers(0, stretch // 2))]))
+        length = draw(st.sampled_from([stretch - gap, draw(st.integers(1, stretch - gap))]))
+        ranges.append((i * stretch + gap, i * stretch + gap + length))
+    if draw(st.booleans()):
+        ranges[-1] = (ranges[-1][0], None)
+    return tuple(ranges)
 
 
 @st.composite
-def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
+def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False) -> Config:
     """A small configuration of one of ``kinds``, distributed sometimes (``distributed=True``), never
-    (False) or always ("always"); most can be served (the tests reject the rest)."""
+    (False) or always ("always"); most can be served (the tests reject the rest). With
+    ``many_ranges``, the mask of a sampler that takes one always has several ranges."""
     kind = draw(st.sampled_from(kinds))
     chunk_size = draw(st.integers(1, 8))
     preload_nchunks = draw(st.integers(1, 3))
@@ -136,7 +173,7 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
     floor = (world or 1) * max(per_request, batch_size) * 2
     if kind in ("random", "sequential"):
         n_obs = draw(st.integers(floor, floor + 200))
-        fields.update(n_obs=n_obs, mask=_mask(draw, n_obs))
+        fields.update(n_obs=n_obs, mask=many_ranges_of(draw, n_obs) if many_ranges else _mask(draw, n_obs))
         if kind == "random" and draw(st.booleans()):
             fields.update(replacement=draw(st.booleans()), num_samples=draw(st.integers(1, n_obs)))
     elif kind == "class":
@@ -150,8 +187,8 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True) -> Config:
         if draw(st.booleans()):
             weights = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=n_classes, max_size=n_classes))
             fields.update(class_weights=tuple(weights))
-        if draw(st.booleans()):
-            fields.update(mask=_mask(draw, len(codes)))
+        if many_ranges or draw(st.booleans()):
+            fields.update(mask=many_ranges_of(draw, len(codes)) if many_ranges else _mask(draw, len(codes)))
     else:
         sizes = draw(st.lists(st.integers(chunk_size, 80), min_size=1, max_size=3))
         while sum(sizes) < floor:

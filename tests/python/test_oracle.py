@@ -58,6 +58,7 @@ def check_against_oracle(config) -> None:
     try:
         mine = python_requests(config, seed)
     except cs.ConfigError as error:
+        event("refused by both")
         result = oracle(config.oracle_args(seed=seed, epochs=EPOCHS))
         assert result.returncode == 2, f"Python refused ({error}), C++ did not"
         assert result.stderr == f"plan_dump: {error}\n"
@@ -75,14 +76,22 @@ def check_against_oracle(config) -> None:
 @settings(max_examples=100, deadline=None)
 @given(configs(distributed=False))
 def test_plain_samplers_make_the_cpp_requests(config):
-    event(config.kind)
+    event(f"{config.kind}, mask of {len(config.ranges() or [])} ranges")
     check_against_oracle(config)
 
 
 @settings(max_examples=160, deadline=None)
 @given(configs(distributed="always"))
 def test_distributed_samplers_make_the_cpp_requests(config):
-    event(f"{config.kind} {config.mode}")
+    event(f"{config.kind} {config.mode}, mask of {len(config.ranges() or [])} ranges")
+    check_against_oracle(config)
+
+
+# Many-range masks alone: the draws above give them to a few configurations in a hundred.
+@settings(max_examples=120, deadline=None)
+@given(configs(kinds=("random", "sequential", "class"), many_ranges=True))
+def test_many_range_masks_make_the_cpp_requests(config):
+    event(f"{config.kind}, {'distributed ' + config.mode if config.world_size else 'plain'}")
     check_against_oracle(config)
 
 

@@ -21,6 +21,13 @@ def test_ships_typing_marker_and_stub():
     assert (package / "py.typed").is_file()
     stub = (package / "_chunksampler.pyi").read_text()
     assert "class Sampler" in stub and "def random_sampler" in stub
+    assert "def split_mask" in stub and "def check_disjoint" in stub
+
+
+def test_every_public_name_has_a_docstring():
+    for name in chunksampler.__all__:
+        if name != "__version__":
+            assert getattr(chunksampler, name).__doc__, name
 
 
 def test_version_is_the_cpp_headers():

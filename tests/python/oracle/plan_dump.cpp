@@ -10,10 +10,16 @@
 //             world_size=3 rank=1 mode=global remainder=pad epochs=2   (one command line)
 //
 // Keys: sampler (random, sequential, class, mixture), n_obs, chunk_size, preload_nchunks,
-// batch_size, drop_last (0/1), mask (START:STOP or START:), seed, replacement (0/1), num_samples,
+// batch_size, drop_last (0/1), mask (ranges START:STOP or START:, by commas), seed, replacement (0/1), num_samples,
 // codes and class_weights (comma lists, class), sizes, weights (comma lists) and temperature
 // (mixture); world_size makes it a DistributedSampler with rank, mode (contiguous, global),
 // remainder (drop, pad, rotate), enforce_equal_batches (0/1); epoch, epochs, worker, num_workers.
+// sampler=split instead runs cs::split_mask over the columns named by `columns` (by commas), each
+// with codes.NAME, dtype.NAME (int8, int16, int32 or int64, the default) and categories.NAME
+// (names by commas; none by default), chunk_size and max_short_share; select holds the keys, by
+// ';', each its values by ',' (#CODE a code, else a name); one_column=1 calls the one-column
+// form (the first column; each key one value). It prints one JSON line:
+//   {"ranges": [[start, stop], ...], "report": [runs, rows, short_runs, short_rows, short_share]}
 // Exit status: 0, or 2 with one line on stderr for a bad argument or a refused configuration.
 
 #include <chunksampler/class_sampler.hpp>
@@ -23,6 +29,7 @@
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/split.hpp>
 #include <chunksampler/worker_info.hpp>
 
 #include <fmt/format.h>
@@ -85,14 +92,27 @@ class Args {
     for (const std::string& item : items(key)) out.push_back(std::stod(item));
     return out;
   }
-  [[nodiscard]] std::optional<cs::Slice> mask() {
-    const std::optional<std::string> value = get("mask");
-    if (!value) return std::nullopt;
-    const std::size_t colon = value->find(':');
-    if (colon == std::string::npos) throw std::invalid_argument("mask must be START:STOP or START:");
-    const std::int64_t start = integer("mask", value->substr(0, colon));
-    if (colon + 1 == value->size()) return cs::Slice::from(start);
-    return cs::Slice{start, integer("mask", value->substr(colon + 1))};
+  // The ranges as given, unchecked: cs::Ranges checks them, as the binding's do.
+  [[nodiscard]] std::optional<std::vector<cs::Slice>> ranges() {
+    if (!values_.contains("mask")) return std::nullopt;
+    std::vector<cs::Slice> out;
+    for (const std::string& range : items("mask")) {
+      const std::size_t colon = range.find(':');
+      if (colon == std::string::npos)
+        throw std::invalid_argument("mask must be START:STOP or START: ranges, by commas");
+      const std::int64_t start = integer("mask", range.substr(0, colon));
+      if (colon + 1 == range.size()) out.push_back(cs::Slice::from(start));
+      else out.push_back(cs::Slice{start, integer("mask", range.substr(colon + 1))});
+    }
+    return out;
+  }
+  [[nodiscard]] std::optional<cs::Ranges> mask() {
+    const std::optional<std::vector<cs::Slice>> given = ranges();
+    if (!given) return std::nullopt;
+    return cs::Ranges(*given);
+  }
+  [[nodiscard]] std::vector<std::string> list(const std::string& key, char separator = ',') {
+    return items(key, separator);
   }
   // Every key was read: a misspelt one is an error, not a default.
   void check_all_used() const {
@@ -106,12 +126,12 @@ class Args {
     if (used != text.size()) throw std::invalid_argument(fmt::format("{}: {:?} is not an integer", key, text));
     return value;
   }
-  [[nodiscard]] std::vector<std::string> items(const std::string& key) {
+  [[nodiscard]] std::vector<std::string> items(const std::string& key, char separator = ',') {
     std::vector<std::string> out;
     const std::string list = text(key, "");
     std::size_t from = 0;
     while (from < list.size()) {
-      const std::size_t comma = std::min(list.find(',', from), list.size());
+      const std::size_t comma = std::min(list.find(separator, from), list.size());
       out.push_back(list.substr(from, comma - from));
       from = comma + 1;
     }
@@ -168,8 +188,77 @@ void run(const S& sampler, const Job& job) {
   }
 }
 
+// One column's codes, in the integer type the Python side passes them in.
+struct Codes {
+  std::vector<std::int8_t> i8;
+  std::vector<std::int16_t> i16;
+  std::vector<std::int32_t> i32;
+  std::vector<std::int64_t> i64;
+
+  template <class T>
+  cs::CategoryColumn column(std::vector<T>& into, const std::string& name, const std::vector<std::int64_t>& codes,
+                            std::vector<std::string> categories) {
+    for (const std::int64_t code : codes) into.push_back(static_cast<T>(code));
+    return {name, into, std::move(categories)};
+  }
+};
+
+// sampler=split: cs::split_mask, printed as {"ranges": [[start, stop], ...], "report": [runs,
+// rows, short_runs, short_rows, short_share]}.
+void run_split(Args& args) {
+  const std::vector<std::string> names = args.list("columns");
+  std::vector<Codes> storage(names.size());  // sized once: the columns view it
+  std::vector<cs::CategoryColumn> columns;
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    const std::string& name = names[c];
+    const std::vector<std::int64_t> codes = args.integers("codes." + name);
+    std::vector<std::string> categories = args.list("categories." + name);
+    const std::string type = args.text("dtype." + name, "int64");
+    Codes& into = storage[c];
+    if (type == "int8") columns.push_back(into.column(into.i8, name, codes, std::move(categories)));
+    else if (type == "int16") columns.push_back(into.column(into.i16, name, codes, std::move(categories)));
+    else if (type == "int32") columns.push_back(into.column(into.i32, name, codes, std::move(categories)));
+    else if (type == "int64") columns.push_back(into.column(into.i64, name, codes, std::move(categories)));
+    else throw std::invalid_argument(fmt::format("dtype.{} must be int8, int16, int32 or int64", name));
+  }
+  std::vector<cs::CategoryKey> keys;
+  for (const std::string& key : args.list("select", ';')) {
+    cs::CategoryKey values;
+    std::size_t from = 0;
+    while (from <= key.size()) {
+      const std::size_t comma = std::min(key.find(',', from), key.size());
+      const std::string value = key.substr(from, comma - from);
+      if (value.starts_with('#')) values.emplace_back(std::stoll(value.substr(1)));
+      else values.emplace_back(value);
+      from = comma + 1;
+    }
+    keys.push_back(std::move(values));
+  }
+  const bool one_column = args.flag("one_column");
+  const std::optional<std::string> share = args.get("max_short_share");
+  const cs::SplitOptions options{.chunk_size = args.integer("chunk_size", 0),
+                                 .max_short_share = share ? std::optional<double>(std::stod(*share)) : std::nullopt};
+  args.check_all_used();
+  std::vector<cs::CategoryValue> values;
+  if (one_column)
+    for (const cs::CategoryKey& key : keys) values.push_back(key.at(0));
+  const cs::Split split =
+      one_column ? cs::split_mask(columns.at(0), values, options) : cs::split_mask(columns, keys, options);
+  std::string line = "{\"ranges\":[";
+  for (std::size_t i = 0; i < split.mask.size(); ++i)
+    fmt::format_to(std::back_inserter(line), "{}[{},{}]", i == 0 ? "" : ",", split.mask[i].start, split.mask[i].stop);
+  const cs::SplitReport& r = split.report;
+  fmt::format_to(std::back_inserter(line), "],\"report\":[{},{},{},{},{}]}}\n", r.runs, r.rows, r.short_runs,
+                 r.short_rows, r.short_share);
+  std::fputs(line.c_str(), stdout);
+}
+
 void run(Args& args) {
   const std::string kind = args.text("sampler", "random");
+  if (kind == "split") {
+    run_split(args);
+    return;
+  }
   const std::int64_t chunk_size = args.integer("chunk_size", 0);
   const std::int64_t preload_nchunks = args.integer("preload_nchunks", 0);
   const std::int64_t batch_size = args.integer("batch_size", 0);
