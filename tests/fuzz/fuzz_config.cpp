@@ -49,7 +49,8 @@ struct Facts {
   bool drop_last = false;
   bool replacement = false;         ///< draws with replacement: in global mode the window is the whole range
   bool reads_once = false;          ///< no observation twice in an epoch (no replacement)
-  bool aligned = false;             ///< chunks start chunk_size apart from the range's start
+  bool aligned = false;             ///< every chunk inside one cell of the grid of multiples of chunk_size
+  bool pieces = false;              ///< requests filled with rows of grid chunks (RandomSampler, SequentialSampler)
   bool in_order = false;            ///< observations one after another (SequentialSampler)
   bool shards_rows = true;          ///< a shard is rows; false for a mixture, whose shards are fractions
   std::vector<std::int32_t> codes;  ///< ClassSampler: every batch and chunk of one class of weight > 0
@@ -80,7 +81,8 @@ struct Facts {
                                 bool padded) {
   Expect e{.batch_size = f.batch_size,
            .chunk_size = f.chunk_size,
-           .preload_nchunks = f.preload_nchunks,
+           // Filled requests: also a piece cut at each end and the range's short head and tail.
+           .max_chunks = f.pieces ? f.preload_nchunks + 3 : f.preload_nchunks,
            .bounds = bounds,
            .full_batches = full || f.drop_last,
            .distinct_positions = !padded,
@@ -88,9 +90,9 @@ struct Facts {
            .on_chunk = {},
            .on_batch = {}};
   if (f.aligned)
-    e.on_chunk = [start = bounds.start, size = f.chunk_size](const cs::LoadRequest&, const cs::Slice& chunk) {
-      check((chunk.start - start) % size == 0, "chunk [{}, {}) is not on the chunk grid from {}", chunk.start,
-            chunk.stop, start);
+    e.on_chunk = [size = f.chunk_size](const cs::LoadRequest&, const cs::Slice& chunk) {
+      check(chunk.start / size == (chunk.stop - 1) / size, "chunk [{}, {}) crosses a multiple of chunk_size ({})",
+            chunk.start, chunk.stop, size);
     };
   if (!f.codes.empty()) {
     const auto weight = [&f](std::int32_t code) {
@@ -315,7 +317,7 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
   check(accepted([&] { worker_count = sampler.n_batches(f.n_obs, worker); }) == (valid && valid_worker(worker)),
         "n_batches with worker {} of {} disagrees with validate", worker.id, worker.num_workers);
   cs::Slice shard;
-  const bool sharded = accepted([&] { shard = sampler.shard(f.n_obs, epoch); });
+  const bool sharded = accepted([&] { shard = only_range(sampler.shard(f.n_obs, epoch)); });
   check(!valid || sharded, "validate accepts n_obs {} but shard refuses it", f.n_obs);
 
   if (valid) {
@@ -370,7 +372,7 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
       least = std::min(least, c);
       most = std::max(most, c);
       total += c;
-      shards.push_back(other.shard(f.n_obs, epoch));
+      shards.push_back(only_range(other.shard(f.n_obs, epoch)));
     }
     if (o.enforce_equal_batches || !global)
       check(least == most || !all_valid, "ranks yield {} to {} batches", least, most);
@@ -464,6 +466,7 @@ void chunk_samplers(FuzzedDataProvider& in, bool random) {
                 .replacement = c.replacement,
                 .reads_once = !c.replacement,
                 .aligned = !c.replacement,
+                .pieces = true,
                 .in_order = !random};
   with_sampler(c, [&](const auto& sampler) { run(in, sampler, f); });
 }
@@ -504,14 +507,16 @@ void class_sampler(FuzzedDataProvider& in) {
                           "n_obs {}, mask {}, num_samples {}, drop_last {}, seed {}, {} class weights",
                           codes.size(), codes.front(), s.chunk_size, s.preload_nchunks, s.batch_size, n_obs,
                           text_of(mask), num_samples, drop_last, seed, weights.size());
-  const auto sampler = made<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                                      .preload_nchunks = s.preload_nchunks,
-                                                                      .batch_size = s.batch_size,
-                                                                      .drop_last = drop_last,
-                                                                      .mask = mask,
-                                                                      .seed = seed,
-                                                                      .num_samples = num_samples,
-                                                                      .class_weights = weights});
+  const auto sampler = made([&] {
+    return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
+                                                    .preload_nchunks = s.preload_nchunks,
+                                                    .batch_size = s.batch_size,
+                                                    .drop_last = drop_last,
+                                                    .mask = mask,
+                                                    .seed = seed,
+                                                    .num_samples = num_samples,
+                                                    .class_weights = weights});
+  });
   if (!sampler) return;
   const Facts f{.n_obs = n_obs,
                 .range = mask ? mask->resolve(n_obs) : cs::Slice{0, n_obs},
@@ -546,14 +551,16 @@ void mixture_sampler(FuzzedDataProvider& in) {
                   "n_obs {}, num_samples {}, {} weights, temperature {}, drop_last {}, seed {}",
                   sizes.size(), total, s.chunk_size, s.preload_nchunks, s.batch_size, n_obs, text_of(num_samples),
                   weights.size(), temperature, drop_last, seed);
-  const auto sampler = made<cs::MixtureSampler>(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
-                                                                          .preload_nchunks = s.preload_nchunks,
-                                                                          .batch_size = s.batch_size,
-                                                                          .drop_last = drop_last,
-                                                                          .seed = seed,
-                                                                          .num_samples = num_samples,
-                                                                          .weights = weights,
-                                                                          .temperature = temperature});
+  const auto sampler = made([&] {
+    return cs::MixtureSampler(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
+                                                        .preload_nchunks = s.preload_nchunks,
+                                                        .batch_size = s.batch_size,
+                                                        .drop_last = drop_last,
+                                                        .seed = seed,
+                                                        .num_samples = num_samples,
+                                                        .weights = weights,
+                                                        .temperature = temperature});
+  });
   if (!sampler) return;
   Facts f{.n_obs = n_obs,
           .range = {0, sampler->boundaries().back()},

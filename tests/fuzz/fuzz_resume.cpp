@@ -344,15 +344,16 @@ void class_sampler(FuzzedDataProvider& in) {
   context() = fmt::format("ClassSampler over {} codes, chunk_size {}, preload_nchunks {}, batch_size {}", n_codes,
                           s.chunk_size, s.preload_nchunks, s.batch_size);
   // (A braced list is evaluated left to right: the input is read in the order written.)
-  const auto sampler =
-      made<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                     .preload_nchunks = s.preload_nchunks,
-                                                     .batch_size = s.batch_size,
-                                                     .drop_last = in.ConsumeBool(),
-                                                     .mask = std::nullopt,
-                                                     .seed = in.ConsumeIntegral<std::uint64_t>(),
-                                                     .num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000),
-                                                     .class_weights = {}});
+  const auto sampler = made([&] {
+    return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
+                                                    .preload_nchunks = s.preload_nchunks,
+                                                    .batch_size = s.batch_size,
+                                                    .drop_last = in.ConsumeBool(),
+                                                    .mask = std::nullopt,
+                                                    .seed = in.ConsumeIntegral<std::uint64_t>(),
+                                                    .num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000),
+                                                    .class_weights = {}});
+  });
   if (!sampler) return;
   run(in, *sampler, n_codes);
 }
@@ -370,14 +371,16 @@ void mixture_sampler(FuzzedDataProvider& in) {
   context() =
       fmt::format("MixtureSampler over {} datasets, chunk_size {}, preload_nchunks {}, batch_size {}, num_samples {}",
                   sizes.size(), s.chunk_size, s.preload_nchunks, s.batch_size, text_of(num_samples));
-  const auto sampler = made<cs::MixtureSampler>(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
-                                                                          .preload_nchunks = s.preload_nchunks,
-                                                                          .batch_size = s.batch_size,
-                                                                          .drop_last = in.ConsumeBool(),
-                                                                          .seed = in.ConsumeIntegral<std::uint64_t>(),
-                                                                          .num_samples = num_samples,
-                                                                          .weights = weights,
-                                                                          .temperature = in.ConsumeBool() ? 1.0 : 2.0});
+  const auto sampler = made([&] {
+    return cs::MixtureSampler(sizes, cs::MixtureOptions{.chunk_size = s.chunk_size,
+                                                        .preload_nchunks = s.preload_nchunks,
+                                                        .batch_size = s.batch_size,
+                                                        .drop_last = in.ConsumeBool(),
+                                                        .seed = in.ConsumeIntegral<std::uint64_t>(),
+                                                        .num_samples = num_samples,
+                                                        .weights = weights,
+                                                        .temperature = in.ConsumeBool() ? 1.0 : 2.0});
+  });
   if (!sampler) return;
   run(in, *sampler, sampler->boundaries().back());
 }

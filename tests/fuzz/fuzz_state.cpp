@@ -87,7 +87,7 @@ template <class S>
 [[nodiscard]] Expect plain_expect(const S& s, cs::Slice bounds) {
   return {.batch_size = s.batch_size(),
           .chunk_size = s.chunk_size(),
-          .preload_nchunks = s.preload_nchunks(),
+          .max_chunks = max_chunks_of(s),
           .bounds = bounds,
           .full_batches = s.drop_last(),
           .distinct_positions = true,
@@ -117,7 +117,7 @@ template <class S>
   if constexpr (std::is_same_v<S, cs::ClassSampler>) e.on_batch = one_class;
   auto expect = [sampler, e, global = o.mode == cs::ShardMode::global](std::uint64_t epoch) {
     Expect result = e;
-    if (!global) result.bounds = sampler.shard(n_obs, epoch);
+    if (!global) result.bounds = only_range(sampler.shard(n_obs, epoch));
     return result;
   };
   return {name, std::move(sampler), world, std::move(expect)};

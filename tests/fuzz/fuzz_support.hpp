@@ -58,8 +58,8 @@ void check(bool holds, fmt::format_string<Args...> format, Args&&... args) {
 /// The subjects the library's messages open with: a message names the class or the step whose
 /// rule was broken, then says which parameter, its value and the rule.
 inline constexpr std::string_view subjects[] = {
-    "RandomSampler: ",      "SequentialSampler: ", "ClassSampler: ", "MixtureSampler: ",
-    "DistributedSampler: ", "SamplerState: ",      "WorkerInfo: ",   "restore: "};
+    "RandomSampler: ", "SequentialSampler: ", "ClassSampler: ", "MixtureSampler: ", "DistributedSampler: ",
+    "SamplerState: ",  "WorkerInfo: ",        "restore: ",      "Ranges: "};
 
 /// The subject `message` opens with, or an empty view when it names none.
 [[nodiscard]] inline std::string_view subject_of(std::string_view message) {
@@ -212,11 +212,13 @@ struct Shape {
   return w.num_workers >= 1 && w.num_workers <= max_size && w.id >= 0 && w.id < w.num_workers;
 }
 
-/// Constructs a `T` from `args`: none when the library refuses them (clearly: see `accepted`).
-template <class T, class... Args>
-[[nodiscard]] std::optional<T> made(Args&&... args) {
-  std::optional<T> out;
-  (void)accepted([&] { out.emplace(std::forward<Args>(args)...); });
+/// What `make()` returns: none when the library refuses it (clearly: see `accepted`). The
+/// options are built inside `make` too: a bad mask is refused as its `cs::Ranges` is made, before
+/// a sampler sees it.
+template <class Make>
+[[nodiscard]] auto made(Make&& make) -> std::optional<decltype(make())> {
+  std::optional<decltype(make())> out;
+  (void)accepted([&] { out.emplace(make()); });
   return out;
 }
 
@@ -247,21 +249,24 @@ struct ChunkConfig {
 template <class F>
 void with_sampler(const ChunkConfig& c, F&& use) {
   if (c.random) {
-    if (const auto sampler = made<cs::RandomSampler>(cs::RandomOptions{.chunk_size = c.shape.chunk_size,
-                                                                       .preload_nchunks = c.shape.preload_nchunks,
-                                                                       .batch_size = c.shape.batch_size,
-                                                                       .drop_last = c.drop_last,
-                                                                       .mask = c.mask,
-                                                                       .seed = c.seed,
-                                                                       .replacement = c.replacement,
-                                                                       .num_samples = c.num_samples}))
+    if (const auto sampler = made([&] {
+          return cs::RandomSampler(cs::RandomOptions{.chunk_size = c.shape.chunk_size,
+                                                     .preload_nchunks = c.shape.preload_nchunks,
+                                                     .batch_size = c.shape.batch_size,
+                                                     .drop_last = c.drop_last,
+                                                     .mask = c.mask,
+                                                     .seed = c.seed,
+                                                     .replacement = c.replacement,
+                                                     .num_samples = c.num_samples});
+        }))
       use(*sampler);
-  } else if (const auto sampler =
-                 made<cs::SequentialSampler>(cs::SequentialOptions{.chunk_size = c.shape.chunk_size,
-                                                                   .preload_nchunks = c.shape.preload_nchunks,
-                                                                   .batch_size = c.shape.batch_size,
-                                                                   .drop_last = c.drop_last,
-                                                                   .mask = c.mask})) {
+  } else if (const auto sampler = made([&] {
+               return cs::SequentialSampler(cs::SequentialOptions{.chunk_size = c.shape.chunk_size,
+                                                                  .preload_nchunks = c.shape.preload_nchunks,
+                                                                  .batch_size = c.shape.batch_size,
+                                                                  .drop_last = c.drop_last,
+                                                                  .mask = c.mask});
+             })) {
     use(*sampler);
   }
 }
@@ -289,7 +294,7 @@ inline void by_kind(const std::uint8_t* data, std::size_t size, void (*chunk)(Fu
 struct Expect {
   std::int64_t batch_size = 1;
   std::int64_t chunk_size = 1;         ///< no chunk is longer
-  std::int64_t preload_nchunks = 1;    ///< no request lists more chunks
+  std::int64_t max_chunks = 1;         ///< no request lists more chunks (pieces of chunks)
   cs::Slice bounds;                    ///< every chunk lies inside
   bool full_batches = false;           ///< no batch is short (drop_last, or equal batches enforced)
   bool distinct_positions = true;      ///< no request repeats a position (no padding)
@@ -316,6 +321,23 @@ struct Walk {
   return request.chunks[chunk].stop - (ends[chunk] - position);
 }
 
+/// The most chunks a request of a sampler over one range lists: `preload_nchunks` for a
+/// ClassSampler or MixtureSampler; for a RandomSampler or SequentialSampler, whose requests are
+/// filled to `chunk_size * preload_nchunks` rows of grid chunks, the chunks those rows touch: one
+/// more for the piece cut at each end, one more for each of the range's short head and tail.
+template <class S>
+[[nodiscard]] std::int64_t max_chunks_of(const S& sampler) {
+  if constexpr (std::is_same_v<S, cs::RandomSampler> || std::is_same_v<S, cs::SequentialSampler>)
+    return sampler.preload_nchunks() + 3;
+  else return sampler.preload_nchunks();
+}
+
+/// The one range of a shard of a one-range mask.
+[[nodiscard]] inline cs::Slice only_range(const cs::Ranges& shard) {
+  check(shard.size() == 1, "a shard of one range has {} ranges", shard.size());
+  return shard[0];
+}
+
 /// No observation twice: sorts a copy.
 inline void check_distinct(std::vector<std::int64_t> observations) {
   std::ranges::sort(observations);
@@ -336,8 +358,8 @@ template <class Range>
   std::vector<std::int64_t> ends;
   for (const cs::LoadRequest& request : range) {
     check(!request.chunks.empty(), "a request lists no chunk");
-    check(std::ssize(request.chunks) <= expect.preload_nchunks, "a request lists {} chunks, preload_nchunks is {}",
-          request.chunks.size(), expect.preload_nchunks);
+    check(std::ssize(request.chunks) <= expect.max_chunks, "a request lists {} chunks, at most {} expected",
+          request.chunks.size(), expect.max_chunks);
     for (const cs::Slice& chunk : request.chunks) {
       check(!chunk.empty() && chunk.size() <= expect.chunk_size,
             "chunk [{}, {}) is empty or longer than chunk_size ({})", chunk.start, chunk.stop, expect.chunk_size);

@@ -107,8 +107,8 @@ struct ClassWindow {
     for (auto run = first; run < last; ++run) {
       // The first range that ends after the run starts; ranges before it end before this run
       // and every later one.
-      range = std::ranges::partition_point(std::ranges::subrange(range, ranges.end()),
-                                           [&](const Slice& r) { return r.stop <= run->start; });
+      // (An iterator pair, not std::ranges::subrange, which clang 14 cannot use with libstdc++ 12.)
+      range = std::partition_point(range, ranges.end(), [&](const Slice& r) { return r.stop <= run->start; });
       for (auto r = range; r != ranges.end() && r->start < run->stop; ++r) {
         const Slice piece{std::max(run->start, r->start), std::min(run->stop, r->stop)};
         if (piece.size() < chunk) continue;
