@@ -5,15 +5,27 @@ chunksampler cuts every chunk on the storage grid (``[k * chunk_size, (k + 1) * 
 absolute rows, cut to the sampled range); annbatch cuts chunks from the start of the sampled range
 (its mask, or a rank's shard). Where that start is off the store's 64-row grid, every chunk of
 annbatch's straddles two storage chunks, and zarr decodes both. This script measures what that costs
-where a user feels it: ``annbatch.Loader(batch_sampler=...)`` reading a dense zarr array and a CSR
-AnnData store, both written by annbatch's own writer (``annbatch.write_sharded``: 64-row chunks,
-Blosc lz4, one shard per array at this size).
+where a user feels it, ``annbatch.Loader(batch_sampler=...)``, on three stores of 200,000 rows:
 
-Scenarios (rows are the store's; n = 200,000, or 20,000 with --quick):
+* ``dense``: 256 float32 columns, written by annbatch's own writer (``annbatch.write_sharded`` at its
+  defaults: 64-row chunks, Blosc lz4, shards of up to 1 GB, so one shard here);
+* ``dense-unsharded``: the same matrix as a plain zarr array of 64-row chunks, no shards;
+* ``csr``: 2,000 columns at 5% density, ``annbatch.write_sharded``'s CSR (chunks of 64 rows' worth
+  of non-zeros, one shard),
+
+each read under zarr's two codec pipelines: zarr-python's own and zarrs (Rust), which annbatch's docs
+ask for on a local file system (``annbatch[zarrs]``; ``--pipelines`` chooses, by default those
+installed).
+
+Scenarios (rows are the store's; n = 200,000, or 10,000 with --quick):
 
 * ``mask off grid``: ``RandomSampler(mask=slice(16, 16 + 0.9 n))``.
-* ``mask on grid``: ``RandomSampler(mask=slice(0, 0.9 n))``, the control: both samplers cut the same
-  grid chunks, so the two should be about equal.
+* ``mask on grid``: ``RandomSampler(mask=slice(0, m))``, ``m`` the multiple of 64 nearest below
+  0.9 n, the control: both samplers cut the same whole grid chunks, so the two should be equal.
+  (Its length matters as much as its start: annbatch gives the range's one short chunk, the last
+  it reads, a random place on disk and shifts every chunk after it by the short length, so a range
+  that starts on the grid but whose length is not a multiple of 64 is read off the grid from a
+  random point on; the train split below is one.)
 * ``rank 1/3, chunk 100``: ``DistributedSampler(RandomSampler(chunk_size=100, preload_nchunks=64))``,
   rank 1 of 3 (``dist_info=lambda: (1, 3)``); chunk 100 is on no 64-row grid, so neither sampler is.
   (preload 64: annbatch wants ``chunk_size * preload_nchunks`` divisible by ``batch_size``.)
@@ -25,23 +37,27 @@ Scenarios (rows are the store's; n = 200,000, or 20,000 with --quick):
   annbatch takes it) by a RandomSampler, and the validation split also by a SequentialSampler (an
   evaluation pass). The ranges come from the column (``split_ranges``).
 
-Every (scenario, store) builds one sampler of each library with the same keywords and a seeded
-``rng``, then one ``Loader(batch_sampler=sampler, preload_to_gpu=False, to=None)`` over ``X`` alone
-(no obs columns, so that the rows read are the only work). An untimed first epoch with
-``return_index=True`` checks each: it reads exactly the rows of the mask or shard, each once, the
-same count for both samplers, and its first batch's values equal the store's rows. Then
-``--repeats`` timed epochs of each, interleaved, the order alternating (A B, B A, ...) so that drift
-of a shared machine falls on both alike; each epoch's rows are counted from the batches and must be
-the same for both. Before anything is timed every file of the stores is read once, so both samplers
-read from the page cache.
+Every (scenario, store, pipeline) builds one sampler of each library with the same keywords and a
+seeded ``rng``, then one ``Loader(batch_sampler=sampler, preload_to_gpu=False, to=None)`` over ``X``
+alone (no obs columns, so that reading rows is the only work). Each sampler's first batch, from a
+Loader with ``return_index=True``, must hold the store's values for the rows it names. Then
+``--repeats`` timed epochs of each, interleaved, the order alternating (A B, B A, ...) so that the
+drift of a shared machine falls on both alike. Every timed epoch is checked after its clock stops:
+its batches hold each row of the mask or shard exactly once (the Loader's requests are kept by a
+thin pass-through sampler) and the Loader yielded that many rows, so both samplers read the same
+rows. Before anything is timed every file of the stores is read once, so that both read from the
+page cache, and the harness's objects are frozen out of the garbage collector (a full collection
+otherwise lands 80 ms on a random epoch).
 
-Reported: each sampler's median rows/s, the ratio of the medians (chunksampler / annbatch), and the
-spread: the lowest and highest ratio of the repetitions' pairs. ``--json PATH`` keeps every epoch's
-time and CPU time.
+Reported: each sampler's median rows/s (wall clock), the ratio of the medians (chunksampler /
+annbatch), the spread (the lowest and highest ratio of the repetitions' pairs) and the ratio of the
+median CPU times of the process (every thread), which other processes on a shared machine disturb
+less than wall time. ``--json PATH`` keeps every epoch's wall and CPU time.
 
     python bench_loader.py                       # 5 repetitions, stores in a temporary directory
     python bench_loader.py --cache ~/.cache/cs   # stores kept there and reused
-    python bench_loader.py --quick               # 20,000 rows, 1 repetition: a smoke test
+    python bench_loader.py --quick               # 10,000 rows, 1 repetition: a smoke test
+    python bench_loader.py --pipelines zarrs --stores dense --only "mask" --repeats 9
 
 Needs annbatch 0.3.1 and chunksampler installed (scripts/bench_loader.sh makes that environment).
 """
@@ -264,7 +280,6 @@ class Scenario:
     make: Callable[[ModuleType, np.random.Generator], Any]
     # The rows one epoch must read, each once.
     rows: slice
-    chunk_size: int
 
 
 def one_range(ranges: list[slice], what: str) -> slice:
@@ -279,8 +294,8 @@ def scenarios(n_obs: int, obs: pd.DataFrame) -> list[Scenario]:
     def shard(per_rank: int) -> slice:
         return slice(rank * per_rank, (rank + 1) * per_rank)
 
-    def random(mask: slice, chunk: int = GRID) -> Callable[[ModuleType, np.random.Generator], Any]:
-        return lambda lib, rng: lib.RandomSampler(chunk, PRELOAD, BATCH, mask=mask, rng=rng)
+    def random(mask: slice) -> Callable[[ModuleType, np.random.Generator], Any]:
+        return lambda lib, rng: lib.RandomSampler(GRID, PRELOAD, BATCH, mask=mask, rng=rng)
 
     def distributed(chunk: int, preload: int, enforce: bool) -> Callable[[ModuleType, np.random.Generator], Any]:
         return lambda lib, rng: lib.DistributedSampler(
@@ -289,29 +304,27 @@ def scenarios(n_obs: int, obs: pd.DataFrame) -> list[Scenario]:
             enforce_equal_batches=enforce,
         )
 
-    off, on = slice(16, 16 + masked), slice(0, masked)
+    off, on = slice(16, 16 + masked), slice(0, masked // GRID * GRID)
     equal = n_obs // world // BATCH * BATCH
     out = [
-        Scenario(f"mask off grid [{off.start}, {off.stop})", random(off), off, GRID),
-        Scenario(f"mask on grid [0, {on.stop}) (control)", random(on), on, GRID),
-        Scenario(f"rank 1/3, chunk 100, shard {fmt(shard(equal))}", distributed(100, 64, True), shard(equal), 100),
+        Scenario(f"mask off grid {fmt(off)}", random(off), off),
+        Scenario(f"mask on grid {fmt(on)}, whole chunks (control)", random(on), on),
+        Scenario(f"rank 1/3, chunk 100, shard {fmt(shard(equal))}", distributed(100, 64, True), shard(equal)),
         Scenario(
             f"rank 1/3, chunk 64, unequal batches, shard {fmt(shard(n_obs // world))}",
             distributed(GRID, PRELOAD, False),
             shard(n_obs // world),
-            GRID,
         ),
     ]
     for split in ("train", "validation", "test"):
         rows = one_range(split_ranges(obs, split, GRID), f"split {split!r}")
-        out.append(Scenario(f"split {split} {fmt(rows)}", random(rows), rows, GRID))
+        out.append(Scenario(f"split {split} {fmt(rows)}", random(rows), rows))
     rows = one_range(split_ranges(obs, "validation", GRID), "split 'validation'")
     out.append(
         Scenario(
             f"split validation {fmt(rows)}, sequential",
             lambda lib, rng, rows=rows: lib.SequentialSampler(GRID, PRELOAD, BATCH, mask=rows),
             rows,
-            GRID,
         )
     )
     return out
@@ -327,7 +340,9 @@ LIBRARIES = {"annbatch": annbatch.samplers, "chunksampler": chunksampler}
 
 
 def loader(sampler: Any, x: Any, *, return_index: bool = False) -> annbatch.Loader:
-    return annbatch.Loader(batch_sampler=sampler, preload_to_gpu=False, to=None, return_index=return_index).add_dataset(x)
+    return annbatch.Loader(batch_sampler=sampler, preload_to_gpu=False, to=None, return_index=return_index).add_dataset(
+        x
+    )
 
 
 def check_values(name: str, sampler: Any, x: Any) -> None:
@@ -475,9 +490,13 @@ def available_pipelines() -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="10,000 rows and 1 repetition: a smoke test")
-    parser.add_argument("--repeats", type=int, help="timed epochs of each sampler per scenario (default 5, 1 with --quick)")
+    parser.add_argument(
+        "--repeats", type=int, help="timed epochs of each sampler per scenario (default 5, 1 with --quick)"
+    )
     parser.add_argument("--cache", type=Path, help="keep the stores in this directory and reuse them")
     parser.add_argument("--json", type=Path, help="write every epoch's timings here")
     parser.add_argument("--stores", default=",".join(STORES), help=f"which stores, of {','.join(STORES)} (default all)")
