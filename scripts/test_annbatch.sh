@@ -6,7 +6,8 @@
 # sdist, rewrites the two files to import chunksampler's samplers (tests/annbatch/rewrite.py) and
 # runs them with tests/annbatch/differences_plugin.py: the tests in tests/annbatch/differences.toml
 # are strict xfails, everything else must pass; beside them tests/annbatch/test_drop_in.py, our own
-# checks there (registration with annbatch.abc.Sampler, annbatch.Loader over our samplers).
+# checks there (registration with annbatch.abc.Sampler, annbatch.Loader over our samplers), and the
+# smoke run of the Loader benchmark (benchmarks/python/bench_loader.py --quick).
 # Nothing of annbatch's is kept in this repository.
 # On 2 cores: 45 to 60 s with pip's cache warm, about 90 s with it empty; pytest itself takes 7 to 14 s.
 #   scripts/test_annbatch.sh [PYTEST_ARGS...]   e.g. -x, -k workers, -v
@@ -83,6 +84,18 @@ else
   tests+=(tests/test_drop_in.py)
   PYTHONPATH="$root/tests/annbatch" "$work/test-env/bin/python" -m pytest -p no:cacheprovider -p differences_plugin \
     -q -rfEX --tb=short "${tests[@]}" "$@" || status=$?
+  # The Loader benchmark's smoke run (benchmarks/python/bench_loader.py --quick: 10,000 rows, once,
+  # zarr-python only, 10 to 20 s): through annbatch.Loader, every epoch of both samplers in every
+  # scenario must read each row of its mask or shard once, and a batch hold the store's values.
+  # Its timings are not checked.
+  bench_started=$SECONDS
+  if "$work/test-env/bin/python" "$root/benchmarks/python/bench_loader.py" --quick >"$work/bench_loader.log" 2>&1; then
+    echo "test_annbatch.sh: bench_loader.py --quick passed in $((SECONDS - bench_started))s" >&2
+  else
+    cat "$work/bench_loader.log" >&2
+    echo "test_annbatch.sh: bench_loader.py --quick failed (above)" >&2
+    status=1
+  fi
 fi
 echo "test_annbatch.sh: done in ${SECONDS}s" >&2
 exit "$status"
