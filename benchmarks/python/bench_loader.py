@@ -49,10 +49,13 @@ rows. Before anything is timed every file of the stores is read once, so that bo
 page cache, and the harness's objects are frozen out of the garbage collector (a full collection
 otherwise lands 80 ms on a random epoch).
 
-Reported: each sampler's median rows/s (wall clock), the ratio of the medians (chunksampler /
-annbatch), the spread (the lowest and highest ratio of the repetitions' pairs) and the ratio of the
-median CPU times of the process (every thread), which other processes on a shared machine disturb
-less than wall time. ``--json PATH`` keeps every epoch's wall and CPU time.
+Reported: each sampler's median rows/s (wall clock); the ratio, chunksampler's rows/s over
+annbatch's in each repetition (its two epochs ran back to back), the median of those; the spread,
+their lowest and highest; and the same median ratio from the CPU time of the process (every
+thread), which other processes on a shared machine disturb less than wall time. Paired ratios,
+since a shared machine moves between busier and quieter spells of a few seconds: the medians of
+each sampler's own epochs can fall in different spells, the two epochs of a pair rarely do.
+``--json PATH`` keeps every epoch's wall and CPU time.
 
     python bench_loader.py                       # 5 repetitions, stores in a temporary directory
     python bench_loader.py --cache ~/.cache/cs   # stores kept there and reused
@@ -419,11 +422,15 @@ class Result:
     def median(self, lib: str, clock: str = "wall_s") -> float:
         return statistics.median(self.rates(lib, clock))
 
-    def ratio(self, clock: str = "wall_s") -> float:
-        return self.median("chunksampler", clock) / self.median("annbatch", clock)
+    def pair_ratios(self, clock: str = "wall_s") -> list[float]:
+        """chunksampler's rate over annbatch's in each repetition, whose two epochs ran back to back."""
+        return [c / a for a, c in zip(self.rates("annbatch", clock), self.rates("chunksampler", clock), strict=True)]
 
-    def pair_ratios(self) -> list[float]:
-        return [c / a for a, c in zip(self.rates("annbatch"), self.rates("chunksampler"), strict=True)]
+    def ratio(self, clock: str = "wall_s") -> float:
+        """The median of the paired ratios. A shared machine moves between busier and quieter
+        spells of a few seconds; the two epochs of a pair share one, where the medians of each
+        sampler's own epochs could come from different ones."""
+        return statistics.median(self.pair_ratios(clock))
 
 
 def run(scenario: Scenario, store: str, pipeline: str, x: Any, repeats: int) -> Result:
@@ -585,6 +592,7 @@ def main() -> int:
                             "ratio": r.ratio(),
                             "pair_ratios": r.pair_ratios(),
                             "cpu_ratio": r.ratio("cpu_s"),
+                            "cpu_pair_ratios": r.pair_ratios("cpu_s"),
                             "epochs": r.epochs,
                         }
                         for r in results
