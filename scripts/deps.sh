@@ -41,3 +41,24 @@ build_planner() {
   cmake --build "$root/build/release" --target shard_plan -j "$(nproc)" >/dev/null
   echo "$root/build/release/examples/shard_plan/shard_plan"
 }
+
+# Prints a Python 3.12 that can make virtual environments: $CHUNKSAMPLER_PYTHON312, else pyenv's 3.12,
+# else python3.12 on PATH. Debian 12's Python is 3.11; annbatch 0.3.1 requires 3.12
+# (scripts/test_annbatch.sh, scripts/bench_loader.sh).
+find_python312() {
+  local candidates=("${CHUNKSAMPLER_PYTHON312:-}")
+  if command -v pyenv >/dev/null; then
+    candidates+=("$(pyenv root)"/versions/3.12*/bin/python3.12)
+  fi
+  candidates+=("$(command -v python3.12 || true)")
+  local candidate
+  for candidate in "${candidates[@]}"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] &&
+      "$candidate" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "$(basename "$0"): no Python 3.12 with venv found (annbatch 0.3.1 needs 3.12); set CHUNKSAMPLER_PYTHON312" >&2
+  return 1
+}

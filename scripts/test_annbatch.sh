@@ -6,7 +6,8 @@
 # sdist, rewrites the two files to import chunksampler's samplers (tests/annbatch/rewrite.py) and
 # runs them with tests/annbatch/differences_plugin.py: the tests in tests/annbatch/differences.toml
 # are strict xfails, everything else must pass; beside them tests/annbatch/test_drop_in.py, our own
-# checks there (registration with annbatch.abc.Sampler, annbatch.Loader over our samplers).
+# checks there (registration with annbatch.abc.Sampler, annbatch.Loader over our samplers), and the
+# smoke run of the Loader benchmark (benchmarks/python/bench_loader.py --quick).
 # Nothing of annbatch's is kept in this repository.
 # On 2 cores: 45 to 60 s with pip's cache warm, about 90 s with it empty; pytest itself takes 7 to 14 s.
 #   scripts/test_annbatch.sh [PYTEST_ARGS...]   e.g. -x, -k workers, -v
@@ -25,24 +26,6 @@ if [ "${1:-}" = "--baseline" ]; then
   shift
 fi
 
-# Debian 12's Python is 3.11; annbatch 0.3.1 requires 3.12.
-find_python312() {
-  local candidates=("${CHUNKSAMPLER_PYTHON312:-}")
-  if command -v pyenv >/dev/null; then
-    candidates+=("$(pyenv root)"/versions/3.12*/bin/python3.12)
-  fi
-  candidates+=("$(command -v python3.12 || true)")
-  local candidate
-  for candidate in "${candidates[@]}"; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ] &&
-      "$candidate" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  echo "test_annbatch.sh: no Python 3.12 with venv found (annbatch 0.3.1 needs 3.12); set CHUNKSAMPLER_PYTHON312" >&2
-  return 1
-}
 python312=$(find_python312)
 
 work=$(mktemp -d)
@@ -101,6 +84,18 @@ else
   tests+=(tests/test_drop_in.py)
   PYTHONPATH="$root/tests/annbatch" "$work/test-env/bin/python" -m pytest -p no:cacheprovider -p differences_plugin \
     -q -rfEX --tb=short "${tests[@]}" "$@" || status=$?
+  # The Loader benchmark's smoke run (benchmarks/python/bench_loader.py --quick: 10,000 rows, once,
+  # zarr-python only, 10 to 20 s): through annbatch.Loader, every epoch of both samplers in every
+  # scenario must read each row of its mask or shard once, and a batch hold the store's values.
+  # Its timings are not checked.
+  bench_started=$SECONDS
+  if "$work/test-env/bin/python" "$root/benchmarks/python/bench_loader.py" --quick >"$work/bench_loader.log" 2>&1; then
+    echo "test_annbatch.sh: bench_loader.py --quick passed in $((SECONDS - bench_started))s" >&2
+  else
+    cat "$work/bench_loader.log" >&2
+    echo "test_annbatch.sh: bench_loader.py --quick failed (above)" >&2
+    status=1
+  fi
 fi
 echo "test_annbatch.sh: done in ${SECONDS}s" >&2
 exit "$status"
