@@ -250,7 +250,9 @@ class RandomSampler(_MaskedSampler):
     Reads contiguous chunks of ``chunk_size`` observations in a random order, ``preload_nchunks`` per
     load request, and shuffles the positions within each request into batches of ``batch_size``.
     Without replacement an epoch reads every observation of ``mask`` exactly once (or the first
-    ``num_samples``); with replacement it reads ``num_samples`` observations as chunks at random starts.
+    ``num_samples``); with replacement it reads ``num_samples`` observations as chunks at random starts,
+    or with ``grid_starts=True`` (not in annbatch) at the starts of uniformly drawn chunks of the
+    storage grid (multiples of ``chunk_size``), so that full chunks never straddle two storage chunks.
 
     ``rng``: the sampler draws one uint64 from this ``numpy.random.Generator`` at construction and
     seeds the C++ sampler with it (``seed``); every later choice is a function of that seed and the
@@ -273,11 +275,13 @@ class RandomSampler(_MaskedSampler):
         drop_last: bool = False,
         mask: slice | Sequence[slice] | None = None,
         rng: np.random.Generator | None = None,
+        grid_starts: bool = False,
     ) -> None:
         self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
         self._mask = mask_from(mask)
         self._replacement = flag("replacement", replacement)
         self._num_samples = optional_index("num_samples", num_samples)
+        self._grid_starts = flag("grid_starts", grid_starts)
         self._rng, self._seed = seed_from(rng)
         self._impl = self._build()
 
@@ -291,12 +295,18 @@ class RandomSampler(_MaskedSampler):
             self._seed,
             self._replacement,
             self._num_samples,
+            self._grid_starts,
         )
 
     @property
     def replacement(self) -> bool:
         """Whether chunks are drawn with replacement."""
         return self._replacement
+
+    @property
+    def grid_starts(self) -> bool:
+        """Whether chunks drawn with replacement start on the storage grid."""
+        return self._grid_starts
 
     @property
     def num_samples(self) -> int | None:
@@ -307,7 +317,7 @@ class RandomSampler(_MaskedSampler):
         return (
             f"RandomSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
             f"batch_size={self.batch_size}, replacement={self.replacement}, num_samples={self.num_samples}, "
-            f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed})"
+            f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed}, grid_starts={self.grid_starts})"
         )
 
 

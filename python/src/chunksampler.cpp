@@ -593,7 +593,8 @@ NB_MODULE(_chunksampler, m) {
   m.def(
       "random_sampler",
       [](std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last,
-         std::optional<PyMask> mask, std::uint64_t seed, bool replacement, std::optional<std::int64_t> num_samples) {
+         std::optional<PyMask> mask, std::uint64_t seed, bool replacement, std::optional<std::int64_t> num_samples,
+         bool grid_starts) {
         return Sampler(cs::RandomSampler({.chunk_size = chunk_size,
                                           .preload_nchunks = preload_nchunks,
                                           .batch_size = batch_size,
@@ -601,11 +602,12 @@ NB_MODULE(_chunksampler, m) {
                                           .mask = ranges_of(mask),
                                           .seed = seed,
                                           .replacement = replacement,
-                                          .num_samples = num_samples}));
+                                          .num_samples = num_samples,
+                                          .grid_starts = grid_starts}));
       },
       nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
       nb::arg("mask").none(), nb::arg("seed"), nb::arg("replacement"), nb::arg("num_samples").none(),
-      "A C++ RandomSampler.");
+      nb::arg("grid_starts") = false, "A C++ RandomSampler.");
   m.def(
       "sequential_sampler",
       [](std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last,

@@ -87,6 +87,33 @@ def test_with_replacement_and_num_samples_draws_stay_inside_the_union(config):
 
 
 @fast
+@given(masked())
+def test_grid_starts_keeps_every_chunk_inside_one_cell_of_the_grid(config):
+    shape, n_obs, mask, seed = config
+    inside = set(rows_of(mask, n_obs))
+    chunk = shape["chunk_size"]
+    try:
+        sampler = cs.RandomSampler(**shape, mask=mask, replacement=True, num_samples=2 * len(inside),
+                                   grid_starts=True, rng=np.random.default_rng(seed))
+        requests = list(sampler.sample(n_obs))
+    except cs.ConfigError:
+        return  # a union shorter than a chunk caps num_samples: C++'s rule, tested there
+    assert sampler.grid_starts and "grid_starts=True" in repr(sampler)
+    for request in requests:
+        for piece in request["requests"]:
+            assert piece.start // chunk == (piece.stop - 1) // chunk, (piece, chunk)
+            assert set(range(piece.start, piece.stop)) <= inside
+    # Unpickled, it keeps the option.
+    assert pickle.loads(pickle.dumps(sampler)).grid_starts
+
+
+def test_grid_starts_is_off_by_default_and_checked():
+    assert not cs.RandomSampler(chunk_size=4, preload_nchunks=1, batch_size=4).grid_starts
+    with pytest.raises(TypeError, match="grid_starts must be a bool"):
+        cs.RandomSampler(chunk_size=4, preload_nchunks=1, batch_size=4, grid_starts=1)
+
+
+@fast
 @given(masked(), st.integers(1, 3), st.sampled_from([None, "contiguous", "global"]))
 def test_class_sampler_draws_only_inside_the_union(config, world, mode):
     shape, n_obs, mask, seed = config
