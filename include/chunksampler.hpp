@@ -4,6 +4,7 @@
 /// chunksampler: chunk samplers that plan contiguous reads and shuffled batches for
 /// data-parallel training. Include this for everything but `<chunksampler/mpi.hpp>`.
 
+#include <chunksampler/class_code.hpp>
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
@@ -20,5 +21,6 @@
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
+#include <chunksampler/split.hpp>
 #include <chunksampler/version.hpp>
 #include <chunksampler/worker_info.hpp>

@@ -5,6 +5,7 @@
 // (<chunksampler/sampler_base.hpp>): `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state`, `restore` and `rng`.
 
+#include <chunksampler/class_code.hpp>
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/class_plan.hpp>
@@ -20,7 +21,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -51,11 +51,6 @@ struct ClassOptions {
   /// every class alike.
   std::vector<double> class_weights = {};
 };
-
-/// A type `ClassSampler` takes class codes of: any integer type but `bool` and the character types.
-template <class T>
-concept ClassCode = std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, char8_t> &&
-                    !std::same_as<T, char16_t> && !std::same_as<T, char32_t> && !std::same_as<T, wchar_t>;
 
 /// One epoch of `ClassSampler` as an `EpochPlan` (what `plan()` returns).
 using ClassPlan = detail::ClassPlan;

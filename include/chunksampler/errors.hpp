@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace chunksampler {
 
@@ -20,10 +24,43 @@ namespace chunksampler {
 /// Every message names the parameter (or state field), its value and the rule it broke.
 
 /// A bad configuration or argument: an option, `n_obs`, a mask, a `WorkerInfo`, a rank, a
-/// `batches_done` the sampler cannot take a state at.
+/// `batches_done` the sampler cannot take a state at, a split's selection.
 class ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+};
+
+/// How well a selection of rows follows the order on disk: what `split_mask`
+/// (<chunksampler/split.hpp>) returns beside the mask, and what `FragmentedSplitError` carries.
+/// Runs are maximal: adjacent selected rows of different keys form one run, as the mask merges
+/// adjacent ranges.
+struct SplitReport {
+  std::int64_t runs = 0;        ///< maximal runs of selected rows (the mask's ranges)
+  std::int64_t rows = 0;        ///< rows selected
+  std::int64_t short_runs = 0;  ///< runs shorter than chunk_size
+  std::int64_t short_rows = 0;  ///< rows in those runs
+  double short_share = 0;       ///< short_rows / rows
+};
+
+/// `split_mask` refused a selection that lies scattered on disk: more of its rows than
+/// `max_short_share` allows lie in runs shorter than `chunk_size`, each read as short chunks. The
+/// remedy is to reorder the data on disk by the selection's columns (sort the rows by them, as
+/// the message says); `report()` holds the numbers and `columns()` the columns' names.
+class FragmentedSplitError : public ConfigError {
+ public:
+  FragmentedSplitError(const SplitReport& report, std::vector<std::string> columns, const std::string& what)
+      : ConfigError(what),
+        report_(report),
+        columns_(std::make_shared<const std::vector<std::string>>(std::move(columns))) {}
+  /// The selection's report, as `split_mask` would have returned it.
+  [[nodiscard]] const SplitReport& report() const noexcept { return report_; }
+  /// The names of the columns the data should be sorted by, in the selection's order.
+  [[nodiscard]] const std::vector<std::string>& columns() const noexcept { return *columns_; }
+
+ private:
+  SplitReport report_;
+  // Shared, so copying the exception (as throwing may) cannot throw.
+  std::shared_ptr<const std::vector<std::string>> columns_;
 };
 
 /// Something is wrong with a `SamplerState`; one of the two below.
