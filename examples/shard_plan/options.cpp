@@ -23,7 +23,7 @@ constexpr std::string_view footer =
 
 constexpr examples::Choice<bool> samplers[] = {{"random", false}, {"sequential", true}};
 
-std::optional<std::string> parse_svg_path(std::string_view what, std::string_view text) {
+std::optional<std::string> parse_path(std::string_view what, std::string_view text) {
   if (text.empty()) examples::bad_argument("{} needs a file name", what);
   return std::string(text);
 }
@@ -36,8 +36,10 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   cli.size("--n-obs", o.n_obs, "observations in the dataset");
   cli.integer("--world-size", o.world_size, "ranks in the job, at most 1048576");
   cli.request_shape(o.chunk_size, o.preload, o.batch_size);
-  cli.mask(o.mask, "sample only observations [START, STOP) (default: all of [0, N));\n"
-                   "START: alone is [START, N), annbatch's slice(START, None)");
+  cli.mask(o.mask, "sample only observations [START, STOP) (default: all of [0, N)),\n"
+                   "or the union of a list of ranges, sorted and disjoint:\n"
+                   "0:1000,5000:8000,20000: (the last START: is [START, N),\n"
+                   "annbatch's slice(START, None))");
   cli.mode(o.mode, "contiguous: each rank shuffles its own slice (annbatch);\n"
                    "global: one shuffled plan per epoch, dealt to the ranks in\n"
                    "blocks of batches");
@@ -51,8 +53,16 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   cli.integer("--epochs", o.epochs, "epochs to walk and check", std::int64_t{1}, max_epochs);
   cli.seed(o.seed, "seed of the shuffles, not of the plan");
   cli.choice("--sampler", o.sequential, samplers, "the base sampler: RandomSampler or SequentialSampler");
-  cli.parsed("--svg", o.svg, parse_svg_path, "draw the first epochs (up to 4) as an SVG picture", "FILE", "");
+  cli.parsed("--svg", o.svg, parse_path, "draw the first epochs (up to 4) as an SVG picture", "FILE", "");
   if (!cli.parse(argc, argv)) return std::nullopt;
+  // Past n_obs is the library's message too (an n_obs outside [0, 2^62] is the sampler's to refuse).
+  if (o.mask && o.n_obs >= 0 && o.n_obs <= std::int64_t{1} << 62) {
+    try {
+      (void)o.mask->resolve(o.n_obs);
+    } catch (const cs::ConfigError& error) {
+      examples::bad_argument("--mask: {}", error.what());
+    }
+  }
   return o;
 }
 

@@ -22,7 +22,7 @@ struct Options {
   std::int64_t chunk_size = 64;
   std::int64_t preload = 32;
   std::int64_t batch_size = 256;
-  std::optional<cs::Slice> mask;
+  std::optional<cs::Ranges> mask;  // --mask; its ranges end at or before n_obs
   cs::ShardMode mode = cs::ShardMode::contiguous;
   cs::Remainder remainder = cs::Remainder::drop;
   bool enforce = true;
