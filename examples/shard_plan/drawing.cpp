@@ -8,6 +8,7 @@
 #include "common/parse.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
@@ -95,6 +96,10 @@ std::vector<std::string> caption(const Job& job, const WalkExtent& x, const Pict
                               o.mask ? fmt::format("  ·  mask {}", short_ranges(job.mask.ranges())) : std::string{},
                               o.chunk_size, o.preload, job.b, o.drop_last ? "  ·  drop_last" : "", o.seed, drawn,
                               std::ssize(pic.epochs) < o.epochs ? fmt::format(" of {}", o.epochs) : std::string{}));
+  if (o.split)
+    lines.push_back(fmt::format("split: {} selects {} by {}  ·  {} runs, {} rows, short_share {:.4g}", *o.codes,
+                                keys_text(o.select), fmt::join(o.split_columns, ", "), o.split->runs, o.split->rows,
+                                o.split->short_share));
   lines.push_back(
       o.global() ? fmt::format("one {} plan per epoch, its batches dealt to the ranks in contiguous "
                                "blocks",

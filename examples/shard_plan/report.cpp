@@ -77,6 +77,15 @@ void print_configuration(const Job& job) {
   fmt::print("  sampler   chunk_size {}, preload_nchunks {} ({} rows per request), batch_size {}, drop_last {}, "
              "seed {}\n",
              o.chunk_size, o.preload, o.chunk_size * o.preload, job.b, o.drop_last ? "on" : "off", o.seed);
+  if (o.split) {
+    const cs::SplitReport& split = *o.split;
+    fmt::print("  split     {} selects {} by {}\n", *o.codes, keys_text(o.select), fmt::join(o.split_columns, ", "));
+    fmt::print("            {}, {}; {} (shorter than chunk_size {}) hold {}: short_share {:.4g}{}\n",
+               counted(split.runs, "run", "runs"), counted(split.rows, "row", "rows"),
+               counted(split.short_runs, "short run", "short runs"), o.chunk_size,
+               counted(split.short_rows, "row", "rows"), split.short_share,
+               o.max_short_share ? fmt::format(" <= max_short_share {}", *o.max_short_share) : std::string{});
+  }
   const std::span<const cs::Slice> ranges = job.mask.ranges();
   if (ranges.size() == 1)
     fmt::print("  range     {} = {}\n", slice_text(ranges[0]),

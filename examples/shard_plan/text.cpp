@@ -41,6 +41,17 @@ std::int64_t rows_in(std::span<const cs::Slice> ranges) {
   return total;
 }
 
+std::string keys_text(const std::vector<std::string>& keys) {
+  std::string text;
+  for (const std::string& key : keys) {
+    std::string values;
+    for (const char c : key) values += c == ',' ? std::string(", ") : std::string(1, c);
+    text +=
+        fmt::format("{}{}", text.empty() ? "" : ", ", key.find(',') == std::string::npos ? values : "(" + values + ")");
+  }
+  return text;
+}
+
 std::string short_number(std::int64_t v) {
   if (v < 100'000) return fmt::format("{}", v);
   const auto x = static_cast<double>(v);

@@ -39,6 +39,9 @@ std::string ranges_text(std::span<const cs::Slice> ranges, std::size_t shown = 2
 // Observations in `ranges`.
 std::int64_t rows_in(std::span<const cs::Slice> ranges);
 
+// The keys of --select: "train, test" (one column), "(train, K562), (train, HepG2)" (two).
+std::string keys_text(const std::vector<std::string>& keys);
+
 // A number short enough for a tick or a note: 950, 20000, 12.5k, 3.5M, 4.61e+18.
 std::string short_number(std::int64_t v);
 std::string short_slice(cs::Slice s);
