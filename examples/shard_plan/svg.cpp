@@ -311,7 +311,10 @@ std::string render_svg(const Picture& pic, const std::vector<std::string>& capti
   const auto [legend_at, height] = place_legend(legend, canvas);
   std::string svg = svg_head(canvas, height, caption);
   for (std::size_t e = 0; e < pic.epochs.size(); ++e) svg += svg_epoch(canvas, pic, e);
-  svg += svg_mask(canvas, pic);
+  // One range spans the whole axis: the band would say nothing.
+  bool gaps = false;
+  for (std::size_t i = 0; i < pic.masked.size(); ++i) gaps = gaps || pic.masked[i] < pic.bins.span(i).size();
+  if (gaps) svg += svg_mask(canvas, pic);
   svg += svg_axis(canvas);
   svg += svg_legend(legend, legend_at);
   svg += "</svg>\n";
