@@ -108,7 +108,9 @@ bool print_global_table(const Job& job, const Walked& walked, std::uint64_t e) {
   rows.push_back({"rank", "plan batches", "batches", "last batch", "read", "chunks"});
   std::int64_t sum_batches = 0;
   std::int64_t sum_reads = 0;
-  std::optional<std::int64_t> sum_chunks = 0;
+  // -1 once a rank's count is unknown. Not std::optional: GCC 12 at -O2 takes a copy of one for
+  // uninitialized (-Wmaybe-uninitialized), which stopped the Release build.
+  std::int64_t sum_chunks = 0;
   for (std::int64_t r = 0; r < job.world; ++r) {
     const RankShare want = job.contract.rank(epoch, r);
     const RankWalk* w = walked.measured(e, r);
@@ -117,20 +119,19 @@ bool print_global_table(const Job& job, const Walked& walked, std::uint64_t e) {
     const std::int64_t n = w ? w->batches : want.n_batches;
     const std::int64_t read = w ? w->reads : want.reads;
     // Which grid chunks a rank reads depends on the shuffled order: known only once walked.
-    const std::optional<std::int64_t> chunks = w ? std::optional(w->chunks) : std::nullopt;
+    const std::int64_t chunks = w ? w->chunks : -1;
     sum_batches += n;
     sum_reads += read;
-    if (chunks && sum_chunks) *sum_chunks += *chunks;
-    else sum_chunks = std::nullopt;
+    sum_chunks = chunks >= 0 && sum_chunks >= 0 ? sum_chunks + chunks : -1;
     if (listed)
       rows.push_back({fmt::format("{}", r), run_text(want.block), fmt::format("{}", n),
                       n == 0 ? "-" : fmt::format("{}", w ? w->last_batch : want.last_batch), fmt::format("{}", read),
-                      chunks ? fmt::format("{}", *chunks) : "-"});
+                      chunks >= 0 ? fmt::format("{}", chunks) : "-"});
     else if (r == listed_at_each_end)
       rows.push_back({"...", fmt::format("({} more ranks)", job.world - 2 * listed_at_each_end), "", "", "", ""});
   }
   rows.push_back({"total", "", fmt::format("{}", sum_batches), "", fmt::format("{}", sum_reads),
-                  sum_chunks ? fmt::format("{}", *sum_chunks) : "-"});
+                  sum_chunks >= 0 ? fmt::format("{}", sum_chunks) : "-"});
   print_table(rows);
   return shows_contract;
 }
