@@ -7,7 +7,8 @@
 //   import anndata
 //   anndata.read_h5ad("data.h5ad", backed="r").obs[["split", "cell_line"]].to_csv("codes.csv", index=False)
 //
-// Fields may be quoted as a CSV writer quotes them ("a, b" and "say ""hi""").
+// Fields may be quoted as a CSV writer quotes them ("a, b" and "say ""hi""") but --select splits a
+// key at its commas, so a category whose name holds one cannot be selected.
 
 #pragma once
 
