@@ -128,6 +128,14 @@ class CommandLine {
     return parsed("--mask", mask, parse_mask, help, "START:STOP", "");
   }
 
+  /// --mask START:STOP,START:STOP,...: one range or a list of them, the last possibly START:.
+  CLI::Option* mask(std::optional<cs::Ranges>& mask, const std::string& help) {
+    const auto from_text = [](std::string_view what, std::string_view text) {
+      return std::optional<cs::Ranges>(parse_ranges(what, text));
+    };
+    return parsed("--mask", mask, from_text, help, "START:STOP[,...]", "");
+  }
+
   /// Parses the command line. Returns false when --help was asked for: the help is printed (by a
   /// process that `speaks`; in an MPI job, one rank) and the program exits with status 0. A bad
   /// command line throws BadArgument.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The values the example programs read from their command lines and files: integers, sizes
-// (20000 or 2e4), masks (START:STOP or START:), and words from a fixed list (--mode global). Each
+// (20000 or 2e4), masks (START:STOP or START:, or a list of them), and words from a fixed list (--mode global). Each
 // parser names what it read in its error, a BadArgument: the programs print it as one line and
 // exit with status 2.
 
@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace examples {
 
@@ -80,6 +82,25 @@ inline cs::Slice parse_mask(std::string_view what, std::string_view text) {
   const std::int64_t start = parse_size(fmt::format("{} START", what), text.substr(0, colon));
   if (colon + 1 == text.size()) return cs::Slice::from(start);
   return {start, parse_size(fmt::format("{} STOP", what), text.substr(colon + 1))};
+}
+
+/// A list of masks, `START:STOP,START:STOP,...` (the last may be `START:`), as a `cs::Ranges`.
+/// The library checks the list (sorted, disjoint, non-empty ranges): its message is the error.
+inline cs::Ranges parse_ranges(std::string_view what, std::string_view text) {
+  std::vector<cs::Slice> ranges;
+  const bool many = text.find(',') != std::string_view::npos;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = many ? fmt::format("{} ranges[{}]", what, ranges.size()) : std::string(what);
+    ranges.push_back(parse_mask(name, text.substr(at, comma - at)));
+    if (comma == text.size()) break;
+    at = comma + 1;
+  }
+  try {
+    return cs::Ranges(ranges);
+  } catch (const cs::ConfigError& error) {
+    bad_argument("{}: {}", what, error.what());
+  }
 }
 
 /// One value of an option that takes a word from a fixed list.

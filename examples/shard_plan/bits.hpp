@@ -3,6 +3,8 @@
 
 #pragma once
 
+#include "mask.hpp"
+
 #include "common/arith.hpp"
 
 #include <chunksampler.hpp>
@@ -76,18 +78,21 @@ class Bits {
   std::vector<std::uint64_t> words_;
 };
 
-// The runs of clear bits of `bits` (offset by `start`): the first `keep` of them and how many in all.
+// The rows of `mask` whose positions are clear in `bits`, as ranges: the first `keep` of them and
+// how many in all.
 struct Gaps {
   std::vector<cs::Slice> first;
   std::int64_t runs = 0;
   std::int64_t total = 0;
 };
-inline Gaps clear_runs(const Bits& bits, std::int64_t start, std::size_t keep) {
+inline Gaps clear_runs(const Bits& bits, const Mask& mask, std::size_t keep) {
   Gaps gaps;
   for (std::int64_t i = bits.next_clear(0); i < bits.size(); i = bits.next_clear(i)) {
     const std::int64_t end = bits.next_set(i);
-    if (gaps.first.size() < keep) gaps.first.push_back({start + i, start + end});
-    ++gaps.runs;
+    for (const cs::Slice& rows : mask.rows(i, end - i)) {
+      if (gaps.first.size() < keep) gaps.first.push_back(rows);
+      ++gaps.runs;
+    }
     gaps.total += end - i;
     i = end;
   }

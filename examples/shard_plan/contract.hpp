@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The plan as the semantics contract states it, derived here independently of the library so
-// that the check compares two computations rather than reading the library's answer back.
+// that the check compares two computations rather than reading the library's answer back. Shares
+// are cut by observation count along the union of the mask's ranges: the arithmetic is in
+// positions of the union, and Mask turns positions into rows.
 
 #pragma once
 
+#include "mask.hpp"
 #include "options.hpp"
 
 #include <chunksampler.hpp>
@@ -16,12 +19,12 @@ namespace shard_plan {
 // One epoch of the whole job.
 struct JobEpoch {
   std::uint64_t epoch = 0;
-  cs::Slice window;                 // contiguous: the union of the shards; global: what the shared plan reads
+  cs::Slice window;                 // positions of the union: contiguous, the shards'; global, the shared plan's
   std::int64_t per_rank = 0;        // contiguous drop and rotate: every shard's size
   std::int64_t budget = 0;          // positions of each rank's plan (contiguous) or of the shared plan (global)
   std::int64_t used = 0;            // of them, those in batches (drop_last may drop a short last batch)
   std::int64_t plan_batches = 0;    // global: batches of the shared plan
-  std::vector<cs::Slice> left_out;  // the range outside the window: left out by the policy
+  std::vector<cs::Slice> left_out;  // rows of the union outside the window: left out by the policy
   // Over all ranks:
   std::int64_t reads = 0;     // positions yielded
   std::int64_t distinct = 0;  // distinct observations read
@@ -31,8 +34,8 @@ struct JobEpoch {
 
 // One rank in one epoch.
 struct RankShare {
-  cs::Slice shard;     // contiguous: its shard; global: the window it shares with every rank
-  cs::BatchRun block;  // global: its batches of the shared plan; contiguous: all of its own plan's
+  std::vector<cs::Slice> shard;  // rows; contiguous: its shard; global: the window it shares with every rank
+  cs::BatchRun block;            // global: its batches of the shared plan; contiguous: all of its own plan's
   std::int64_t n_batches = 0;
   std::int64_t reads = 0;
   std::int64_t last_batch = 0;
@@ -44,7 +47,7 @@ class Contract {
  public:
   explicit Contract(const Options& o);
 
-  [[nodiscard]] cs::Slice range() const noexcept { return range_; }
+  [[nodiscard]] const Mask& mask() const noexcept { return mask_; }
   [[nodiscard]] JobEpoch epoch(std::uint64_t e) const;
   [[nodiscard]] RankShare rank(const JobEpoch& job, std::int64_t r) const;
 
@@ -54,7 +57,7 @@ class Contract {
   [[nodiscard]] RankShare contiguous_rank(const JobEpoch& job, std::int64_t r) const;
 
   const Options& o_;
-  cs::Slice range_;
+  Mask mask_;
   std::int64_t size_;
   std::int64_t world_;
 };

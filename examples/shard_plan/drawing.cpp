@@ -8,6 +8,7 @@
 #include "common/parse.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
@@ -22,7 +23,7 @@ namespace {
 std::string policy_text(const Job& job) {
   const Options& o = job.o;
   const JobEpoch& even = job.even;
-  const std::int64_t left = job.range.size() - even.window.size();
+  const std::int64_t left = job.mask.count() - even.window.size();
   if (o.global() && !o.enforce)
     return "without enforce_equal_batches nothing is left out or padded; ranks differ by at most one batch";
   if (o.pad() && even.repeated == 0) return "the range divides evenly: nothing is left out and nothing repeats";
@@ -33,8 +34,8 @@ std::string policy_text(const Job& job) {
   if (o.rotate())
     return fmt::format("{} left out: {} in even epochs, {} in odd ones, so every observation is read in any two "
                        "consecutive epochs",
-                       left, slices_text(even.left_out, 0), slices_text(job.odd.left_out, 0));
-  return fmt::format("{} left out, the same every epoch: {}", left, slices_text(even.left_out, 0));
+                       left, slices_summary(even.left_out, 2), slices_summary(job.odd.left_out, 2));
+  return fmt::format("{} left out, the same every epoch: {}", left, slices_summary(even.left_out));
 }
 
 // Epochs too large to walk: the rows the walk could not fill, from the contract's shards.
@@ -44,9 +45,10 @@ void fill_from_contract(const Job& job, Picture& pic, std::size_t i) {
   if (job.o.global()) return;
   for (const std::int64_t r : pic.ranks) {
     Row* row = pic.row(e, r);
-    const cs::Slice shard = job.contract.rank(job.of(e), r).shard;
-    pic.bins.add(row->loaded, shard);
-    pic.bins.add(row->read, shard);
+    for (const cs::Slice& piece : job.contract.rank(job.of(e), r).shard) {
+      pic.bins.add(row->loaded, piece);
+      pic.bins.add(row->read, piece);
+    }
   }
 }
 
@@ -74,7 +76,7 @@ std::string row_note(const Job& job, const Walked& walked, std::uint64_t e, std:
   std::string note = o.global() && measured
                          ? fmt::format("{} read, {}", short_number(read), counted(w->chunks, "chunk", "chunks"))
                      : o.global() ? fmt::format("{} read", short_number(read))
-                                  : fmt::format("{} read of {}", short_number(read), short_slice(want.shard));
+                                  : fmt::format("{} read of {}", short_number(read), short_ranges(want.shard));
   if (repeated > 0) note += fmt::format(", {} repeated", short_number(repeated));
   return note;
 }
@@ -90,9 +92,14 @@ std::vector<std::string> caption(const Job& job, const WalkExtent& x, const Pict
       pic.epochs.size() == 1 ? std::string("epoch 0") : fmt::format("epochs 0-{}", pic.epochs.back());
   lines.push_back(fmt::format("n_obs {}{}  ·  chunk_size {}  ·  preload_nchunks {}  ·  batch_size {}{}  ·  seed {}"
                               "  ·  {}{}",
-                              o.n_obs, o.mask ? fmt::format("  ·  mask {}", slice_text(job.range)) : std::string{},
+                              o.n_obs,
+                              o.mask ? fmt::format("  ·  mask {}", short_ranges(job.mask.ranges())) : std::string{},
                               o.chunk_size, o.preload, job.b, o.drop_last ? "  ·  drop_last" : "", o.seed, drawn,
                               std::ssize(pic.epochs) < o.epochs ? fmt::format(" of {}", o.epochs) : std::string{}));
+  if (o.split)
+    lines.push_back(fmt::format("split: {} selects {} by {}  ·  {} runs, {} rows, short_share {:.4g}", *o.codes,
+                                keys_text(o.select), fmt::join(o.split_columns, ", "), o.split->runs, o.split->rows,
+                                o.split->short_share));
   lines.push_back(
       o.global() ? fmt::format("one {} plan per epoch, its batches dealt to the ranks in contiguous "
                                "blocks",
@@ -115,12 +122,15 @@ std::vector<std::string> caption(const Job& job, const WalkExtent& x, const Pict
 
 Picture make_picture(const Job& job) {
   Picture pic;
-  pic.bins = Bins::over(job.range, 2 * axis_pixels);  // half a pixel each: exact for up to 1600 observations
+  // From the mask's first row to its last, half a pixel a bin: exact for up to 1600 rows.
+  pic.bins = Bins::over(job.mask.hull(), 2 * axis_pixels);
   for (std::uint64_t e = 0; e < std::min<std::uint64_t>(job.epochs, max_drawn_epochs); ++e) pic.epochs.push_back(e);
   for (std::int64_t r = 0; r < job.world; ++r)
     if (listed_rank(r, job.world, max_drawn_ranks, max_drawn_ranks / 2)) pic.ranks.push_back(r);
   const std::vector<std::int64_t> empty(static_cast<std::size_t>(pic.bins.count));
   pic.rows.assign(pic.epochs.size() * pic.ranks.size(), Row{empty, empty, empty, {}});
+  pic.masked = empty;
+  for (const cs::Slice& range : job.mask.ranges()) pic.bins.add(pic.masked, range);
   pic.left_out.assign(pic.epochs.size(), empty);
   pic.headers.resize(pic.epochs.size());
   return pic;

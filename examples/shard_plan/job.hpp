@@ -34,18 +34,18 @@ struct Job {
       : o(options),
         library(samplers),
         contract(options),
-        range(contract.range()),
+        mask(contract.mask()),
         world(options.world_size),
         b(options.batch_size),
         epochs(static_cast<std::uint64_t>(options.epochs)),
         even(contract.epoch(0)),
         odd(contract.epoch(1)),
-        policy_left(range.size() - even.window.size()) {}
+        policy_left(mask.count() - even.window.size()) {}
 
   const Options& o;
   const Library& library;
   Contract contract;
-  cs::Slice range;
+  const Mask& mask;  // the sampled rows (the contract's)
   std::int64_t world;
   std::int64_t b;
   std::uint64_t epochs;
@@ -75,6 +75,9 @@ struct Walked {
   std::int64_t total_requests = 0;
   std::int64_t total_batches = 0;
   std::int64_t total_reads = 0;
+  std::int64_t total_chunks = 0;    // grid chunks read, over every walked rank and epoch
+  std::int64_t total_pieces = 0;    // the pieces their requests list them in
+  std::int64_t total_off_grid = 0;  // chunks off the storage grid (the contract: none)
 
   // The kept walk of rank r in epoch e, if any.
   [[nodiscard]] const RankWalk* find(std::uint64_t e, std::int64_t r) const {

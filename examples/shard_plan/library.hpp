@@ -11,6 +11,7 @@
 #include <chunksampler.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -20,7 +21,7 @@ class Library {
  public:
   // A rank's shard (or global window) and its batches in one epoch.
   struct Share {
-    cs::Slice shard;
+    cs::Ranges shard;
     std::int64_t n_batches = 0;
   };
 
@@ -32,10 +33,10 @@ class Library {
   [[nodiscard]] virtual std::string_view sampler_name() const = 0;
   [[nodiscard]] virtual bool shuffled() const = 0;
   [[nodiscard]] virtual std::int64_t n_batches(std::int64_t rank, std::uint64_t epoch) const = 0;
-  [[nodiscard]] virtual cs::Slice shard(std::int64_t rank, std::uint64_t epoch) const = 0;
+  [[nodiscard]] virtual cs::Ranges shard(std::int64_t rank, std::uint64_t epoch) const = 0;
   [[nodiscard]] virtual Share share(std::int64_t rank, std::uint64_t epoch) const = 0;
   // Walks the rank's epoch with walk_rank().
-  [[nodiscard]] virtual WalkedRank walk(std::int64_t rank, const WalkSetup& setup, cs::Slice bounds,
+  [[nodiscard]] virtual WalkedRank walk(std::int64_t rank, const WalkSetup& setup, std::span<const cs::Slice> bounds,
                                         const WalkSinks& sinks) const = 0;
 };
 
@@ -50,14 +51,14 @@ class SamplersOf final : public Library {
   [[nodiscard]] std::int64_t n_batches(std::int64_t rank, std::uint64_t epoch) const override {
     return rank_sampler(rank, epoch).n_batches(o_.n_obs);
   }
-  [[nodiscard]] cs::Slice shard(std::int64_t rank, std::uint64_t epoch) const override {
-    return single(rank_sampler(rank, epoch).shard(o_.n_obs, epoch));
+  [[nodiscard]] cs::Ranges shard(std::int64_t rank, std::uint64_t epoch) const override {
+    return rank_sampler(rank, epoch).shard(o_.n_obs, epoch);
   }
   [[nodiscard]] Share share(std::int64_t rank, std::uint64_t epoch) const override {
     const Dist dist = rank_sampler(rank, epoch);
-    return {single(dist.shard(o_.n_obs, epoch)), dist.n_batches(o_.n_obs)};
+    return {dist.shard(o_.n_obs, epoch), dist.n_batches(o_.n_obs)};
   }
-  [[nodiscard]] WalkedRank walk(std::int64_t rank, const WalkSetup& setup, cs::Slice bounds,
+  [[nodiscard]] WalkedRank walk(std::int64_t rank, const WalkSetup& setup, std::span<const cs::Slice> bounds,
                                 const WalkSinks& sinks) const override {
     Dist dist = rank_sampler(rank, setup.epoch);
     const std::int64_t planned = dist.n_batches(o_.n_obs);
@@ -67,9 +68,6 @@ class SamplersOf final : public Library {
 
  private:
   using Dist = cs::DistributedSampler<Base>;
-
-  // The planner's mask is one range, so every shard of it is one range too.
-  [[nodiscard]] static cs::Slice single(const cs::Ranges& shard) { return shard[0]; }
 
   [[nodiscard]] Dist rank_sampler(std::int64_t rank, std::uint64_t epoch) const {
     Dist dist(base_, cs::DistInfo{.rank = rank, .world_size = o_.world_size},

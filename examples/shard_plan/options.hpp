@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace shard_plan {
 
@@ -22,7 +23,15 @@ struct Options {
   std::int64_t chunk_size = 64;
   std::int64_t preload = 32;
   std::int64_t batch_size = 256;
-  std::optional<cs::Slice> mask;
+  bool n_obs_given = false;        // --n-obs on the command line (else a codes file's rows)
+  std::optional<cs::Ranges> mask;  // --mask, or the selection's runs; its ranges end at or before n_obs
+  // --codes FILE --select KEY...: a split by categorical columns (codes.hpp).
+  std::optional<std::string> codes;
+  std::vector<std::string> select;   // one key per --select, its values comma-separated
+  std::vector<std::string> groupby;  // the file's columns the keys name (default: all)
+  std::optional<double> max_short_share;
+  std::optional<cs::SplitReport> split;    // what cs::split_mask said of the selection
+  std::vector<std::string> split_columns;  // the columns it read
   cs::ShardMode mode = cs::ShardMode::contiguous;
   cs::Remainder remainder = cs::Remainder::drop;
   bool enforce = true;
@@ -38,7 +47,7 @@ struct Options {
 };
 
 /// The options of `argv`, or nothing when --help was printed. A bad option throws
-/// examples::BadArgument.
+/// examples::BadArgument. A split (--codes) is read afterwards by with_split (codes.hpp).
 std::optional<Options> parse_options(int argc, const char* const* argv);
 
 }  // namespace shard_plan

@@ -61,7 +61,8 @@ struct Row {
 };
 
 struct Picture {
-  Bins bins;
+  Bins bins;                                        // over the mask's hull
+  std::vector<std::int64_t> masked;                 // per bin: rows inside the mask's ranges
   std::vector<std::uint64_t> epochs;                // drawn epochs
   std::vector<std::int64_t> ranks;                  // drawn ranks
   std::vector<Row> rows;                            // epoch-major

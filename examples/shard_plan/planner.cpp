@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
+#include <ranges>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -42,7 +45,7 @@ WalkExtent walk_extent(const Job& job) {
       x.max_reads = std::max(x.max_reads, job.contract.rank(*epoch, r).reads);
   x.request_rows = std::min(o.chunk_size * o.preload, job.even.window.size());
   x.walkable = x.request_rows <= max_walked_request;
-  x.whole = x.walkable && job.range.size() <= max_bitmap &&
+  x.whole = x.walkable && job.mask.count() <= max_bitmap &&
             walk_cost(o, x.request_rows, x.max_reads, job.epochs, job.world) <= walk_budget;
   x.walked_epochs = job.epochs;
   if (x.whole) {
@@ -63,18 +66,23 @@ WalkExtent walk_extent(const Job& job) {
 // ---------------------------------------------------------------------------------------------
 // The library's shards and batch counts against the contract.
 
-// Rank r's shard and batches in epoch e; returns its shard.
-cs::Slice check_share(const Job& job, std::uint64_t e, std::int64_t r, std::optional<std::int64_t>& first_batches,
-                      examples::Failures& checks) {
+// Rank r's shard and batches in epoch e; returns its shard's ranges.
+std::vector<cs::Slice> check_share(const Job& job, std::uint64_t e, std::int64_t r,
+                                   std::optional<std::int64_t>& first_batches, examples::Failures& checks) {
   const Options& o = job.o;
   const RankShare want = job.contract.rank(job.of(e), r);
-  const auto [shard, n_batches] = job.library.share(r, e);
-  if (shard != want.shard)
-    checks.fail("epoch {} rank {}: the library's {} {} differs from the contract's {}", e, r,
-                o.global() ? "window" : "shard", slice_text(shard), slice_text(want.shard));
-  if (shard.empty() || shard.start < job.range.start || shard.stop > job.range.stop)
-    checks.fail("epoch {} rank {}: {} is empty or outside the range {}", e, r, slice_text(shard),
-                slice_text(job.range));
+  const auto [ranges, n_batches] = job.library.share(r, e);
+  const std::span<const cs::Slice> shard = ranges.slices();
+  if (!std::ranges::equal(shard, want.shard)) {
+    const auto mismatch = std::ranges::mismatch(shard, want.shard);
+    checks.fail("epoch {} rank {}: the library's {} {} differs from the contract's {} (first at range {})", e, r,
+                o.global() ? "window" : "shard", slices_summary(shard), slices_summary(want.shard),
+                mismatch.in1 - shard.begin());
+  }
+  for (const cs::Slice& piece : shard)
+    if (piece.empty() || !job.mask.holds(piece))
+      checks.fail("epoch {} rank {}: the range {} of its {} is empty or not inside one range of the mask", e, r,
+                  slice_text(piece), o.global() ? "window" : "shard");
   if (n_batches != want.n_batches)
     checks.fail("epoch {} rank {}: n_batches {} differs from the contract's {}", e, r, n_batches, want.n_batches);
   if (!first_batches) first_batches = n_batches;
@@ -84,11 +92,11 @@ cs::Slice check_share(const Job& job, std::uint64_t e, std::int64_t r, std::opti
   if (!o.enforce && std::abs(n_batches - *first_batches) > 1)
     checks.fail("epoch {} rank {}: n_batches {} differs from rank 0's {} by more than one", e, r, n_batches,
                 *first_batches);
-  return shard;
+  return {shard.begin(), shard.end()};
 }
 
 // Every rank of every checked epoch (shards depend only on the epoch's parity, so two epochs
-// cover them all); returns each epoch's shards (global mode: its window).
+// cover them all); returns each epoch's shards' ranges (global mode: its window's).
 std::vector<std::vector<cs::Slice>> check_shards(const Job& job, const WalkExtent& x, examples::Failures& checks) {
   const std::uint64_t checked_epochs = std::max<std::uint64_t>(x.walked_epochs, std::min<std::uint64_t>(job.epochs, 2));
   std::vector<std::vector<cs::Slice>> covered(static_cast<std::size_t>(checked_epochs));
@@ -96,8 +104,8 @@ std::vector<std::vector<cs::Slice>> check_shards(const Job& job, const WalkExten
     auto& shards = covered[static_cast<std::size_t>(e)];
     std::optional<std::int64_t> first_batches;
     for (std::int64_t r = 0; r < job.world; ++r) {
-      const cs::Slice shard = check_share(job, e, r, first_batches, checks);
-      if (!job.o.global() || r == 0) shards.push_back(shard);
+      const std::vector<cs::Slice> shard = check_share(job, e, r, first_batches, checks);
+      if (!job.o.global() || r == 0) shards.insert(shards.end(), shard.begin(), shard.end());
     }
     std::sort(shards.begin(), shards.end(), [](cs::Slice a, cs::Slice b) { return a.start < b.start; });
     for (std::size_t i = 1; i < shards.size(); ++i)
@@ -120,22 +128,22 @@ std::vector<cs::Slice> merged(std::vector<cs::Slice> slices) {
 void check_shard_promise(const Job& job, const std::vector<std::vector<cs::Slice>>& covered,
                          examples::Failures& checks) {
   const Options& o = job.o;
-  const std::vector<cs::Slice> whole_range{job.range};
+  const std::vector<cs::Slice> whole_range(job.mask.ranges().begin(), job.mask.ranges().end());
   for (std::uint64_t e = 0; e < covered.size(); ++e) {
     const auto& now = covered[static_cast<std::size_t>(e)];
     if (o.remainder == cs::Remainder::drop && merged(now) != merged(covered[0]))
-      checks.fail("epoch {}: drop, yet the shards cover {}, not epoch 0's {}", e, slices_text(merged(now), 0),
-                  slices_text(merged(covered[0]), 0));
+      checks.fail("epoch {}: drop, yet the shards cover {}, not epoch 0's {}", e, slices_summary(merged(now)),
+                  slices_summary(merged(covered[0])));
     if (o.pad() && merged(now) != whole_range)
-      checks.fail("epoch {}: pad, yet the shards cover {}, not the range {}", e, slices_text(merged(now), 0),
-                  slice_text(job.range));
+      checks.fail("epoch {}: pad, yet the shards cover {}, not the mask's {}", e, slices_summary(merged(now)),
+                  slices_summary(whole_range));
     if (o.rotate() && e >= 1) {
       std::vector<cs::Slice> both = now;
       const auto& before = covered[static_cast<std::size_t>(e - 1)];
       both.insert(both.end(), before.begin(), before.end());
       if (merged(both) != whole_range)
-        checks.fail("epochs {}-{}: rotate, yet their shards cover only {} of the range {}", e - 1, e,
-                    slices_text(merged(both), 0), slice_text(job.range));
+        checks.fail("epochs {}-{}: rotate, yet their shards cover only {} of the mask's {}", e - 1, e,
+                    slices_summary(merged(both)), slices_summary(whole_range));
     }
   }
 }
@@ -154,7 +162,12 @@ struct EpochWalk {
 class EpochWalker {
  public:
   EpochWalker(const Job& job, const WalkExtent& extent, Picture* picture, examples::Failures& checks)
-      : job_(job), o_(job.o), x_(extent), picture_(picture), checks_(checks), no_bins_(Bins::over(job.range, 1)) {}
+      : job_(job),
+        o_(job.o),
+        x_(extent),
+        picture_(picture),
+        checks_(checks),
+        no_bins_(Bins::over(job.mask.hull(), 1)) {}
 
   Walked walk() && {
     for (std::uint64_t e = 0; e < x_.walked_epochs; ++e) walk_epoch(e);
@@ -183,7 +196,7 @@ class EpochWalker {
 };
 
 void EpochWalker::walk_epoch(std::uint64_t e) {
-  reads_.reset(job_.range, x_.whole);
+  reads_.reset(job_.mask.count(), x_.whole);
   EpochWalk epoch;
   for (const std::int64_t r : x_.walked_ranks) walk_rank_epoch(e, r, epoch);
   if (x_.whole) {
@@ -199,7 +212,8 @@ void EpochWalker::walk_rank_epoch(std::uint64_t e, std::int64_t r, EpochWalk& ep
   const RankShare want = job_.contract.rank(job_.of(e), r);
   // Contiguous rows come from the shards when only prefixes are walked; global ones from what is walked.
   Row* row = picture_ != nullptr && (x_.whole || o_.global()) ? picture_->row(e, r) : nullptr;
-  const WalkSetup setup{o_, e, x_.prefix};
+  const WalkSetup setup{
+      .o = o_, .mask = job_.mask, .epoch = e, .prefix = x_.prefix, .mid_plan = o_.global() && want.block.begin > 0};
   const WalkSinks sinks{reads_, row, picture_ != nullptr ? picture_->bins : no_bins_, checks_};
   WalkedRank walked = job_.library.walk(r, setup, want.shard, sinks);
   RankWalk& w = walked.walk;
@@ -208,6 +222,9 @@ void EpochWalker::walk_rank_epoch(std::uint64_t e, std::int64_t r, EpochWalk& ep
   walked_.total_requests += w.requests;
   walked_.total_batches += w.batches;
   walked_.total_reads += w.reads;
+  walked_.total_chunks += w.chunks;
+  walked_.total_pieces += w.pieces;
+  walked_.total_off_grid += w.off_grid;
   epoch.repeats += w.repeated;
   if (r == job_.world - 1) epoch.last_rank_final = w.final_chunks;
   if (w.whole) check_whole_walk(e, r, want, walked, epoch);
@@ -245,7 +262,7 @@ void EpochWalker::check_whole_epoch(std::uint64_t e, const EpochWalk& epoch) {
   const JobEpoch& job = job_.of(e);
   const Bits& read = reads_.read();
   const std::int64_t distinct = read.count();
-  walked_.left_seen.push_back(clear_runs(read, job_.range.start, 4));
+  walked_.left_seen.push_back(clear_runs(read, job_.mask, 4));
   if (distinct != job.distinct)
     checks_.fail("epoch {}: {} distinct observations read, the contract says {}", e, distinct, job.distinct);
   if (epoch.repeats != job.repeated)
@@ -265,8 +282,8 @@ void EpochWalker::check_promise(std::uint64_t e, const Bits& read, std::int64_t 
     checks_.fail("epoch {}: drop, yet the observations left out differ from epoch 0's", e);
   if (o_.rotate() && e >= 1 && !read.covers_with(previous_read_))
     checks_.fail("epochs {}-{}: rotate, yet some observations are read in neither", e - 1, e);
-  if (o_.pad() && distinct != job_.range.size())
-    checks_.fail("epoch {}: pad, yet {} observations are left out", e, job_.range.size() - distinct);
+  if (o_.pad() && distinct != job_.mask.count())
+    checks_.fail("epoch {}: pad, yet {} observations are left out", e, job_.mask.count() - distinct);
   previous_read_ = read;
 }
 
@@ -275,9 +292,15 @@ void EpochWalker::draw_left_out(std::uint64_t e, const Bits& read) {
   const auto at = std::find(picture_->epochs.begin(), picture_->epochs.end(), e);
   if (at == picture_->epochs.end()) return;
   auto& left = picture_->left_out[static_cast<std::size_t>(at - picture_->epochs.begin())];
-  for (std::size_t bin = 0; bin < left.size(); ++bin) {
-    const cs::Slice s = picture_->bins.span(bin);
-    left[bin] = s.size() - read.count(s.start - job_.range.start, s.stop - job_.range.start);
+  const Bins& bins = picture_->bins;
+  for (const cs::Slice& range : job_.mask.ranges()) {
+    const std::int64_t first = *job_.mask.position_of(range.start);
+    for (std::size_t bin = bins.of(range.start); bin <= bins.of(range.stop - 1); ++bin) {
+      const cs::Slice s = bins.span(bin);
+      const cs::Slice rows{std::max(s.start, range.start), std::min(s.stop, range.stop)};
+      const std::int64_t k = first + (rows.start - range.start);
+      left[bin] += rows.size() - read.count(k, k + rows.size());
+    }
   }
 }
 
@@ -302,7 +325,7 @@ int plan(const Options& o, const Library& library) {
 
   print_report(job, extent, walked);
   if (picture) draw_picture(job, extent, walked, *picture);
-  return print_verdict(job, extent, checks);
+  return print_verdict(job, extent, walked, checks);
 }
 
 }  // namespace shard_plan

@@ -25,7 +25,7 @@ namespace {
 void print_global_plan(const Job& job) {
   const Options& o = job.o;
   const JobEpoch& even = job.even;
-  const std::int64_t size = job.range.size();
+  const std::int64_t size = job.mask.count();
   std::string over;
   if (!o.enforce) over = fmt::format("all {} (enforce_equal_batches off: nothing left out or padded)", size);
   else if (o.pad())
@@ -49,21 +49,19 @@ void print_global_plan(const Job& job) {
 void print_contiguous_share(const Job& job) {
   const Options& o = job.o;
   const JobEpoch& even = job.even;
-  const cs::Slice range = job.range;
+  const std::int64_t size = job.mask.count();
   const std::int64_t world = job.world;
   if (o.pad()) {
-    const std::int64_t small = range.size() / world;
+    const std::int64_t small = size / world;
     fmt::print("  per rank  {} / {} = {}{}: shards of {}{} observations; every rank's epoch holds {} positions{} "
                "({}), the missing ones repeating rows of its last request\n",
-               range.size(), world, small,
-               range.size() % world != 0 ? fmt::format(" rem {}", range.size() % world) : "",
-               range.size() % world != 0 ? fmt::format("{} or ", small + 1) : std::string{}, small, even.budget,
+               size, world, small, size % world != 0 ? fmt::format(" rem {}", size % world) : "",
+               size % world != 0 ? fmt::format("{} or ", small + 1) : std::string{}, small, even.budget,
                even.used != even.budget ? fmt::format(", {} after drop_last", even.used) : std::string{},
                batches(examples::ceil_div(even.used, job.b)));
     return;
   }
-  fmt::print("  per rank  {} / {} = {}{} observations (enforce_equal_batches {})\n", range.size(), world,
-             range.size() / world,
+  fmt::print("  per rank  {} / {} = {}{} observations (enforce_equal_batches {})\n", size, world, size / world,
              o.enforce ? fmt::format(", rounded down to a multiple of {} = {}", job.b, even.per_rank) : std::string{},
              o.enforce ? "on" : "off");
   if (o.rotate() && job.odd.window != even.window)
@@ -79,9 +77,23 @@ void print_configuration(const Job& job) {
   fmt::print("  sampler   chunk_size {}, preload_nchunks {} ({} rows per request), batch_size {}, drop_last {}, "
              "seed {}\n",
              o.chunk_size, o.preload, o.chunk_size * o.preload, job.b, o.drop_last ? "on" : "off", o.seed);
-  fmt::print("  range     {} = {}\n", slice_text(job.range),
-             o.mask ? fmt::format("{} of the {} observations (the mask)", job.range.size(), o.n_obs)
-                    : fmt::format("all {} observations (no mask)", o.n_obs));
+  if (o.split) {
+    const cs::SplitReport& split = *o.split;
+    fmt::print("  split     {} selects {} by {}\n", *o.codes, keys_text(o.select), fmt::join(o.split_columns, ", "));
+    fmt::print("            {}, {}; {} (shorter than chunk_size {}) hold {}: short_share {:.4g}{}\n",
+               counted(split.runs, "run", "runs"), counted(split.rows, "row", "rows"),
+               counted(split.short_runs, "short run", "short runs"), o.chunk_size,
+               counted(split.short_rows, "row", "rows"), split.short_share,
+               o.max_short_share ? fmt::format(" <= max_short_share {}", *o.max_short_share) : std::string{});
+  }
+  const std::span<const cs::Slice> ranges = job.mask.ranges();
+  if (ranges.size() == 1)
+    fmt::print("  range     {} = {}\n", slice_text(ranges[0]),
+               o.mask ? fmt::format("{} of the {} observations (the mask)", job.mask.count(), o.n_obs)
+                      : fmt::format("all {} observations (no mask)", o.n_obs));
+  else
+    fmt::print("  ranges    {} = {} of the {} observations (the mask){}\n", ranges_text(ranges, 4), job.mask.count(),
+               o.n_obs, o.global() ? "" : "; shards are cut by count along their union");
   if (o.global()) print_global_plan(job);
   else print_contiguous_share(job);
   fmt::print("\n");
@@ -96,7 +108,9 @@ bool print_global_table(const Job& job, const Walked& walked, std::uint64_t e) {
   rows.push_back({"rank", "plan batches", "batches", "last batch", "read", "chunks"});
   std::int64_t sum_batches = 0;
   std::int64_t sum_reads = 0;
-  std::optional<std::int64_t> sum_chunks = 0;
+  // -1 once a rank's count is unknown. Not std::optional: GCC 12 at -O2 takes a copy of one for
+  // uninitialized (-Wmaybe-uninitialized), which stopped the Release build.
+  std::int64_t sum_chunks = 0;
   for (std::int64_t r = 0; r < job.world; ++r) {
     const RankShare want = job.contract.rank(epoch, r);
     const RankWalk* w = walked.measured(e, r);
@@ -105,27 +119,27 @@ bool print_global_table(const Job& job, const Walked& walked, std::uint64_t e) {
     const std::int64_t n = w ? w->batches : want.n_batches;
     const std::int64_t read = w ? w->reads : want.reads;
     // Which grid chunks a rank reads depends on the shuffled order: known only once walked.
-    const std::optional<std::int64_t> chunks = w ? std::optional(w->chunks) : std::nullopt;
+    const std::int64_t chunks = w ? w->chunks : -1;
     sum_batches += n;
     sum_reads += read;
-    if (chunks && sum_chunks) *sum_chunks += *chunks;
-    else sum_chunks = std::nullopt;
+    sum_chunks = chunks >= 0 && sum_chunks >= 0 ? sum_chunks + chunks : -1;
     if (listed)
       rows.push_back({fmt::format("{}", r), run_text(want.block), fmt::format("{}", n),
                       n == 0 ? "-" : fmt::format("{}", w ? w->last_batch : want.last_batch), fmt::format("{}", read),
-                      chunks ? fmt::format("{}", *chunks) : "-"});
+                      chunks >= 0 ? fmt::format("{}", chunks) : "-"});
     else if (r == listed_at_each_end)
       rows.push_back({"...", fmt::format("({} more ranks)", job.world - 2 * listed_at_each_end), "", "", "", ""});
   }
   rows.push_back({"total", "", fmt::format("{}", sum_batches), "", fmt::format("{}", sum_reads),
-                  sum_chunks ? fmt::format("{}", *sum_chunks) : "-"});
+                  sum_chunks >= 0 ? fmt::format("{}", sum_chunks) : "-"});
   print_table(rows);
   return shows_contract;
 }
 
 // One contiguous rank's row: its shard, batches, reads, and what it leaves out or repeats.
 struct ShardRow {
-  cs::Slice shard;
+  std::vector<cs::Slice> shard;
+  std::int64_t observations = 0;
   std::int64_t batches = 0;
   std::int64_t last_batch = 0;
   std::int64_t read = 0;
@@ -137,12 +151,18 @@ ShardRow shard_row(const Job& job, const Walked& walked, std::uint64_t e, std::i
   const RankShare want = job.contract.rank(job.of(e), r);
   const RankWalk* w = walked.measured(e, r);
   ShardRow row;
-  row.shard = listed ? job.library.shard(r, e) : want.shard;
+  if (listed) {
+    const cs::Ranges shard = job.library.shard(r, e);
+    row.shard.assign(shard.begin(), shard.end());
+  } else {
+    row.shard = want.shard;
+  }
+  row.observations = rows_in(row.shard);
   row.batches = w ? w->batches : want.n_batches;
   row.last_batch = w ? w->last_batch : want.last_batch;
   row.read = w ? w->reads : want.reads;
   row.repeated = w ? w->repeated : want.repeated;
-  row.left = row.shard.size() - (row.read - row.repeated);
+  row.left = row.observations - (row.read - row.repeated);
   return row;
 }
 
@@ -162,13 +182,13 @@ bool print_contiguous_table(const Job& job, const Walked& walked, std::uint64_t 
     const bool listed = listed_rank(r, job.world, max_listed_ranks, listed_at_each_end);
     shows_contract = shows_contract || (walked.measured(e, r) == nullptr && listed);
     const ShardRow row = shard_row(job, walked, e, r, listed);
-    sum_obs += row.shard.size();
+    sum_obs += row.observations;
     sum_batches += row.batches;
     sum_reads += row.read;
     sum_left += row.left;
     sum_repeated += row.repeated;
     if (listed)
-      rows.push_back({fmt::format("{}", r), slice_text(row.shard), fmt::format("{}", row.shard.size()),
+      rows.push_back({fmt::format("{}", r), ranges_text(row.shard), fmt::format("{}", row.observations),
                       fmt::format("{}", row.batches), row.batches == 0 ? "-" : fmt::format("{}", row.last_batch),
                       fmt::format("{}", row.read), fmt::format("{}", row.left), fmt::format("{}", row.repeated)});
     else if (r == listed_at_each_end)
@@ -178,10 +198,12 @@ bool print_contiguous_table(const Job& job, const Walked& walked, std::uint64_t 
   rows.push_back({"total", "", fmt::format("{}", sum_obs), fmt::format("{}", sum_batches), "",
                   fmt::format("{}", sum_reads), fmt::format("{}", sum_left), fmt::format("{}", sum_repeated)});
   print_table(rows);
-  if (epoch.left_out.empty()) fmt::print("left out  nothing: the shards cover the range\n");
+  if (epoch.left_out.empty())
+    fmt::print("left out  nothing: the shards cover the {}\n",
+               job.mask.ranges().size() == 1 ? "range" : "mask's ranges");
   else
-    fmt::print("left out  {} in no rank's shard: {}\n", observations(job.range.size() - epoch.window.size()),
-               slices_text(epoch.left_out, 0));
+    fmt::print("left out  {} in no rank's shard: {}\n", observations(job.mask.count() - epoch.window.size()),
+               slices_summary(epoch.left_out));
   return shows_contract;
 }
 
@@ -203,22 +225,28 @@ void print_tables(const Job& job, const Walked& walked) {
   if (shows_contract)
     fmt::print("          (epochs too large to walk whole: the table shows the contract's numbers)\n");
   if (o.mask)
-    fmt::print("outside   {} of n_obs outside the mask, never sampled\n", observations(o.n_obs - job.range.size()));
+    fmt::print("outside   {} of n_obs outside the mask, never sampled\n", observations(o.n_obs - job.mask.count()));
   if (!o.global() && job.even.trimmed + job.odd.trimmed > 0)
     fmt::print("drop_last leaves out the rows of each rank's short last batch, chosen anew every epoch\n");
 }
 
-// Global mode: what each epoch leaves out and which chunks each rank reads, in reading order.
+// Each listed epoch: the chunks each rank read, as the walk saw its requests (grid chunks, the
+// pieces the requests list them in, those off the storage grid); in global mode also what the
+// epoch leaves out and the chunks in reading order.
 void print_epoch_lines(const Job& job, const Walked& walked) {
   fmt::print("\n");
   for (std::uint64_t e = 0; e < std::min<std::uint64_t>(job.epochs, max_listed_epochs); ++e) {
     const JobEpoch& epoch = job.of(e);
-    std::string left = epoch.left_out.empty()
-                           ? std::string("nothing")
-                           : fmt::format("{}: {}", observations(job.policy_left), slices_text(epoch.left_out, 0));
-    if (epoch.trimmed > 0) left += fmt::format(", and {} of the window (drop_last)", epoch.trimmed);
-    fmt::print("epoch {}   left out {}{}\n", e, left,
-               epoch.repeated > 0 ? fmt::format("; {} positions repeat a row", epoch.repeated) : std::string{});
+    if (job.o.global()) {
+      std::string left = epoch.left_out.empty()
+                             ? std::string("nothing")
+                             : fmt::format("{}: {}", observations(job.policy_left), slices_summary(epoch.left_out));
+      if (epoch.trimmed > 0) left += fmt::format(", and {} of the window (drop_last)", epoch.trimmed);
+      fmt::print("epoch {}   left out {}{}\n", e, left,
+                 epoch.repeated > 0 ? fmt::format("; {} positions repeat a row", epoch.repeated) : std::string{});
+    } else {
+      fmt::print("epoch {}\n", e);
+    }
     for (std::int64_t r = 0; r < job.world; ++r) {
       if (!listed_rank(r, job.world, max_epoch_lines_ranks, max_epoch_lines_ranks / 2)) {
         if (r == max_epoch_lines_ranks / 2) fmt::print("  ...\n");
@@ -226,10 +254,11 @@ void print_epoch_lines(const Job& job, const Walked& walked) {
       }
       const RankWalk* w = walked.find(e, r);
       if (w == nullptr) continue;
-      fmt::print("  rank {:<{}}  {} {}{} from {}: {}\n", r, fmt::formatted_size("{}", job.world - 1),
-                 w->whole ? "reads" : "begins with", observations(w->reads),
+      fmt::print("  rank {:<{}}  {} {}{} from {} ({}, {} off the grid){}\n", r,
+                 fmt::formatted_size("{}", job.world - 1), w->whole ? "reads" : "begins with", observations(w->reads),
                  w->repeated > 0 ? fmt::format(" ({} repeated)", w->repeated) : std::string{},
-                 counted(w->chunks, "chunk", "chunks"), slices_text(w->order, w->order_runs));
+                 counted(w->chunks, "chunk", "chunks"), counted(w->pieces, "piece", "pieces"), w->off_grid,
+                 job.o.global() ? ": " + slices_text(w->order, w->order_runs) : std::string{});
     }
   }
 }
@@ -255,6 +284,10 @@ void print_walk_extent(const Job& job, const WalkExtent& x, const Walked& walked
                job.epochs > 1 ? fmt::format(", {} epochs", job.epochs) : std::string{},
                counted(walked.total_requests, "request", "requests"), batches(walked.total_batches),
                observations(walked.total_reads));
+  if (x.walkable)
+    fmt::print("grid      {} read in {}, {} off the storage grid of chunk_size {}\n",
+               counted(walked.total_chunks, "chunk", "chunks"), counted(walked.total_pieces, "piece", "pieces"),
+               walked.total_off_grid, job.o.chunk_size);
 }
 
 // The clause of the PASS line that states the policy's promise, if it has one to state.
@@ -291,11 +324,11 @@ std::optional<std::string> promise_clause(const Job& job, const WalkExtent& x) {
 void print_report(const Job& job, const WalkExtent& extent, const Walked& walked) {
   print_configuration(job);
   print_tables(job, walked);
-  if (job.o.global()) print_epoch_lines(job, walked);
+  if (extent.walkable || job.o.global()) print_epoch_lines(job, walked);
   print_walk_extent(job, extent, walked);
 }
 
-int print_verdict(const Job& job, const WalkExtent& extent, const examples::Failures& checks) {
+int print_verdict(const Job& job, const WalkExtent& extent, const Walked& walked, const examples::Failures& checks) {
   const Options& o = job.o;
   if (!checks.passed()) {
     const auto shown = static_cast<std::int64_t>(checks.shown().size());
@@ -307,10 +340,14 @@ int print_verdict(const Job& job, const WalkExtent& extent, const examples::Fail
   // What was shown to hold, one clause per check.
   std::vector<std::string> held;
   held.push_back(o.global() ? "windows and batch blocks as the contract computes them"
-                            : "shards disjoint, inside the range, as the contract computes them");
-  if (extent.walkable)
+                            : fmt::format("shards disjoint, inside the {}, as the contract computes them",
+                                          job.mask.ranges().size() == 1 ? "range" : "mask's ranges"));
+  if (extent.walkable) {
     held.push_back(fmt::format("every {} observation inside its {}{}", extent.prefix ? "walked" : "yielded",
                                o.global() ? "epoch's window" : "rank's shard", o.pad() ? "" : ", read once per epoch"));
+    held.push_back(fmt::format("all {} on the storage grid{}", counted(walked.total_chunks, "chunk", "chunks"),
+                               job.mask.ranges().size() == 1 ? "" : ", none across two ranges"));
+  }
   held.push_back(o.enforce
                      ? fmt::format("{} on every rank = n_batches", batches(job.contract.rank(job.even, 0).n_batches))
                      : std::string("every rank's batches = n_batches"));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The planner's text: the configuration and how the policy shares it out, a table per rank, the
-// reading order of global epochs, how much was walked, and PASS or FAIL.
+// chunks each rank read per epoch (and the reading order of global epochs), how much was walked,
+// and PASS or FAIL.
 
 #pragma once
 
@@ -14,6 +15,6 @@ namespace shard_plan {
 void print_report(const Job& job, const WalkExtent& extent, const Walked& walked);
 
 // PASS with what was shown to hold, or FAIL with the first violations; returns the exit status.
-int print_verdict(const Job& job, const WalkExtent& extent, const examples::Failures& checks);
+int print_verdict(const Job& job, const WalkExtent& extent, const Walked& walked, const examples::Failures& checks);
 
 }  // namespace shard_plan

@@ -36,6 +36,8 @@ std::string xml_escape(std::string_view text) {
 constexpr std::array<std::string_view, 10> palette{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#17becf"};
 
+constexpr std::string_view outside_fill = "#d4d4d4";
+
 std::string_view color_of(std::int64_t rank) { return palette[static_cast<std::size_t>(rank) % palette.size()]; }
 
 struct Layout {
@@ -86,7 +88,7 @@ struct Canvas {
     l.top = 30.0 + 16.0 * static_cast<double>(caption_lines) + 8.0;
     const double groups_bottom =
         l.top + static_cast<double>(pic.epochs.size()) * (group_height + l.group_gap) - l.group_gap;
-    axis_y = groups_bottom + 8;
+    axis_y = groups_bottom + 14;
   }
 
   [[nodiscard]] double x_of(std::int64_t obs) const {
@@ -107,7 +109,7 @@ struct Canvas {
 
 // The legend: one swatch per drawn rank, then the marks that appear.
 struct Item {
-  std::string kind;  // rank color, "loaded", "left", "repeated"
+  std::string kind;  // rank color, "loaded", "left", "repeated", "outside"
   std::string label;
 };
 
@@ -122,12 +124,14 @@ std::vector<Item> legend_items(const Picture& pic) {
     }
   for (const auto& left : pic.left_out)
     for (const std::int64_t n : left) any_left_out = any_left_out || n > 0;
+  const bool any_outside = std::find(pic.masked.begin(), pic.masked.end(), 0) != pic.masked.end();
   std::vector<Item> legend;
   for (const std::int64_t rank : pic.ranks)
     legend.push_back({std::string(color_of(rank)), fmt::format("rank {}", rank)});
   if (any_loaded_only) legend.push_back({"loaded", "loaded, read by another rank (shared request) or by none"});
   if (any_left_out) legend.push_back({"left", "left out: read by no rank"});
   if (any_repeated) legend.push_back({"repeated", "underlined: read again in the epoch (padding)"});
+  if (any_outside) legend.push_back({"outside", "between the mask's ranges: never sampled"});
   return legend;
 }
 
@@ -203,6 +207,10 @@ std::string svg_epoch(const Canvas& c, const Picture& pic, std::size_t e) {
   svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
                      "stroke=\"#dddddd\"/>\n",
                      c.l.left, rows_y - 2, c.l.axis_width(), rows_h + 4);
+  // Between the mask's ranges: bins that hold no row of the mask.
+  for (const auto& [a, b] : bin_runs(pic.masked.size(), [&](std::size_t i) { return pic.masked[i] == 0; }))
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\"/>\n", c.bin_x(a),
+                       rows_y - 2, c.bin_end(b) - c.bin_x(a), rows_h + 4, outside_fill);
   const auto& left = pic.left_out[e];
   for (const auto& [a, b] : bin_runs(left.size(), [&](std::size_t i) { return left[i] > 0; }))
     svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"url(#hatch)\"/>\n",
@@ -238,6 +246,25 @@ std::vector<std::int64_t> axis_ticks(const Bins& bins, double scale) {
   return ticks;
 }
 
+// The mask's ranges as a dark band along the axis, above it: a bin partly between ranges (gaps
+// narrower than a bin) is drawn lighter, in four shades of the share of its rows in the mask.
+std::string svg_mask(const Canvas& c, const Picture& pic) {
+  std::string svg = fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#333333\">mask</text>",
+                                c.l.left - 8, c.axis_y);
+  const auto shade = [&](std::size_t i) {
+    const auto share = static_cast<double>(pic.masked[i]) / static_cast<double>(c.bins.span(i).size());
+    return pic.masked[i] == 0 ? 0 : share >= 0.999 ? 4 : share >= 2.0 / 3 ? 3 : share >= 1.0 / 3 ? 2 : 1;
+  };
+  for (int level = 1; level <= 4; ++level) {
+    std::string path;
+    for (const auto& [a, b] : bin_runs(pic.masked.size(), [&](std::size_t i) { return shade(i) == level; }))
+      path += c.bins_path(a, b, c.axis_y - 8, 5.0);
+    if (!path.empty())
+      svg += fmt::format("<path d=\"{}\" fill=\"#555555\" fill-opacity=\"{:.2f}\"/>", path, level / 4.0);
+  }
+  return svg + "\n";
+}
+
 std::string svg_axis(const Canvas& c) {
   std::string svg;
   svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#333333\"/>\n", c.l.left,
@@ -264,6 +291,9 @@ std::string svg_legend(const std::vector<Item>& legend, const std::vector<std::p
                       x, y, palette[0]);
     else if (item.kind == "left")
       svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"url(#hatch)\"/>", x, y);
+    else if (item.kind == "outside")
+      svg +=
+          fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"{}\"/>", x, y, outside_fill);
     else if (item.kind == "repeated")
       svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"18\" height=\"12\" fill=\"{}\"/><rect x=\"{:.1f}\" "
                          "y=\"{:.1f}\" width=\"18\" height=\"4\" fill=\"#111111\"/>",
@@ -281,6 +311,10 @@ std::string render_svg(const Picture& pic, const std::vector<std::string>& capti
   const auto [legend_at, height] = place_legend(legend, canvas);
   std::string svg = svg_head(canvas, height, caption);
   for (std::size_t e = 0; e < pic.epochs.size(); ++e) svg += svg_epoch(canvas, pic, e);
+  // One range spans the whole axis: the band would say nothing.
+  bool gaps = false;
+  for (std::size_t i = 0; i < pic.masked.size(); ++i) gaps = gaps || pic.masked[i] < pic.bins.span(i).size();
+  if (gaps) svg += svg_mask(canvas, pic);
   svg += svg_axis(canvas);
   svg += svg_legend(legend, legend_at);
   svg += "</svg>\n";
@@ -300,6 +334,7 @@ void coarsen(Picture& pic) {
     halve(row.repeated);
   }
   for (auto& v : pic.left_out) halve(v);
+  halve(pic.masked);
   pic.bins.width *= 2;
   pic.bins.count = examples::ceil_div(pic.bins.axis.size(), pic.bins.width);
 }

@@ -2,6 +2,7 @@
 
 #include "text.hpp"
 
+#include <algorithm>
 #include <iterator>
 
 namespace shard_plan {
@@ -22,6 +23,35 @@ std::string slices_text(std::span<const cs::Slice> slices, std::int64_t runs) {
   return text;
 }
 
+std::string slices_summary(std::span<const cs::Slice> slices, std::size_t shown) {
+  return slices_text(slices.first(std::min(shown, slices.size())), std::ssize(slices));
+}
+
+std::string ranges_text(std::span<const cs::Slice> ranges, std::size_t shown) {
+  if (ranges.size() == 1) return slice_text(ranges[0]);
+  std::string text = fmt::format("{} ranges:", ranges.size());
+  for (std::size_t i = 0; i < std::min(shown, ranges.size()); ++i)
+    text += fmt::format("{} {}", i == 0 ? "" : ",", slice_text(ranges[i]));
+  return ranges.size() > shown ? text + ", ..." : text;
+}
+
+std::int64_t rows_in(std::span<const cs::Slice> ranges) {
+  std::int64_t total = 0;
+  for (const cs::Slice& s : ranges) total += s.size();
+  return total;
+}
+
+std::string keys_text(const std::vector<std::string>& keys) {
+  std::string text;
+  for (const std::string& key : keys) {
+    std::string values;
+    for (const char c : key) values += c == ',' ? std::string(", ") : std::string(1, c);
+    text +=
+        fmt::format("{}{}", text.empty() ? "" : ", ", key.find(',') == std::string::npos ? values : "(" + values + ")");
+  }
+  return text;
+}
+
 std::string short_number(std::int64_t v) {
   if (v < 100'000) return fmt::format("{}", v);
   const auto x = static_cast<double>(v);
@@ -31,6 +61,12 @@ std::string short_number(std::int64_t v) {
   return fmt::format("{:.3g}", x);
 }
 std::string short_slice(cs::Slice s) { return fmt::format("[{}, {})", short_number(s.start), short_number(s.stop)); }
+
+std::string short_ranges(std::span<const cs::Slice> ranges) {
+  const cs::Slice hull{ranges.front().start, ranges.back().stop};
+  if (ranges.size() == 1) return short_slice(hull);
+  return fmt::format("{} in {} ranges", short_slice(hull), ranges.size());
+}
 
 std::string parity_list(std::uint64_t first, std::uint64_t epochs) {
   std::string text;

@@ -31,9 +31,22 @@ std::string batches(std::int64_t n);
 // "[0, 10), [20, 30)", and ", ... (N ranges)" when `runs` is more than the slices listed.
 std::string slices_text(std::span<const cs::Slice> slices, std::int64_t runs);
 
+// The first `shown` of `slices` and, when there are more, how many: "[0, 10), [20, 30), ... (7 ranges)".
+std::string slices_summary(std::span<const cs::Slice> slices, std::size_t shown = 3);
+
+// One range as itself, several as their count and the first `shown`: "3 ranges: [0, 10), [20, 30), ...".
+std::string ranges_text(std::span<const cs::Slice> ranges, std::size_t shown = 2);
+// Observations in `ranges`.
+std::int64_t rows_in(std::span<const cs::Slice> ranges);
+
+// The keys of --select: "train, test" (one column), "(train, K562), (train, HepG2)" (two).
+std::string keys_text(const std::vector<std::string>& keys);
+
 // A number short enough for a tick or a note: 950, 20000, 12.5k, 3.5M, 4.61e+18.
 std::string short_number(std::int64_t v);
 std::string short_slice(cs::Slice s);
+// One range as short_slice, several as their hull and count: "[0, 24.9k) in 3 ranges".
+std::string short_ranges(std::span<const cs::Slice> ranges);
 
 // The epochs of one parity below `epochs`, as "0, 2, 4, ...".
 std::string parity_list(std::uint64_t first, std::uint64_t epochs);
