@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -170,17 +171,23 @@ cs::SamplerState halfway(Sampler& sampler, std::int64_t n, std::int64_t done_bef
   return sampler.state(done_before + left / 2);
 }
 
-// DistributedSampler(RandomSampler) over `half_in_ranges(n, count)`, from N = 100 * count up.
+// DistributedSampler(RandomSampler) over `half_in_ranges(n, count)`, from N = 100 * count up. The
+// mask is the user's input, made once before the timing (`prepare`), as a job makes its split
+// once: the rows time what the samplers do with it.
 Workload masked_workload(std::string name, std::int64_t count, cs::ShardMode mode = cs::ShardMode::contiguous) {
-  Workload w = workload(std::move(name), [count, mode](std::int64_t n) {
+  auto masks = std::make_shared<std::map<std::int64_t, cs::Ranges>>();
+  Workload w = workload(std::move(name), [count, mode, masks](std::int64_t n) {
+    auto made = masks->find(n);
+    if (made == masks->end()) made = masks->try_emplace(n, half_in_ranges(n, count)).first;
     const cs::RandomOptions options{.chunk_size = chunk_size,
                                     .preload_nchunks = preload_nchunks,
                                     .batch_size = batch_size,
-                                    .mask = half_in_ranges(n, count),
+                                    .mask = made->second,
                                     .seed = seed};
     return cs::DistributedSampler(cs::RandomSampler(options), rank0(), {.mode = mode});
   });
   w.min_n = 100 * count;  // ranges of 50 rows and more
+  w.prepare = [count, masks](std::int64_t n) { masks->try_emplace(n, half_in_ranges(n, count)); };
   return w;
 }
 

@@ -1,12 +1,5 @@
 // SPDX-License-Identifier: MIT
 
-// GCC 12 at -O2 warns -Wrestrict inside libstdc++'s operator+(const char*, std::string&&), inlined
-// from split.hpp's messages: a false positive of GCC 12 (bug 105651) that -Werror would turn into a
-// failed Release build of the planner.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wrestrict"
-#endif
-
 #include "codes.hpp"
 
 #include "common/parse.hpp"

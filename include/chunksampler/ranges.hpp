@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -336,6 +337,19 @@ class Ranges::Grid {
       total += chunks_in(range, chunk_size);
     }
     n_chunks_ = total;
+    // Buckets of 2^shift chunks, about as many as ranges, each knowing the range its first chunk
+    // lies in: a lookup searches only the few ranges that start inside its bucket.
+    const auto ranges_bits = static_cast<int>(std::bit_width(ranges_.size() - 1));
+    shift_ = std::max(static_cast<int>(std::bit_width(static_cast<std::uint64_t>(n_chunks_ - 1))) - ranges_bits, 0);
+    const std::size_t buckets = static_cast<std::size_t>((n_chunks_ - 1) >> shift_) + 1;
+    bucket_range_.reserve(buckets + 1);
+    std::size_t r = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::int64_t first = static_cast<std::int64_t>(b) << shift_;
+      while (r + 1 < before_.size() && before_[r + 1] <= first) ++r;
+      bucket_range_.push_back(r);
+    }
+    bucket_range_.push_back(before_.size() - 1);
   }
 
   /// Number of chunks over the union.
@@ -354,10 +368,12 @@ class Ranges::Grid {
   /// The `i`-th chunk in row order (`i` in `[0, n_chunks())`, else `ConfigError`), in O(log ranges).
   [[nodiscard]] Slice chunk(std::int64_t i) const {
     if (i < 0 || i >= n_chunks_) detail::throw_config("Ranges::Grid::chunk: i ({}) must be in [0, {})", i, n_chunks_);
-    // The last range with before_[r] <= i, by a search without branches on the data: a sampler
-    // looks up chunks in random order, where a branchy search mispredicts at every step.
-    const std::int64_t* base = before_.data();
-    for (std::size_t length = before_.size(); length > 1;) {
+    // The last range with before_[r] <= i, among those from the one bucket i's starts in to the
+    // one the next bucket starts in, by a search without branches on the data: a sampler looks
+    // up chunks in random order, where a branchy search mispredicts at every step.
+    const auto bucket = static_cast<std::size_t>(i >> shift_);
+    const std::int64_t* base = before_.data() + bucket_range_[bucket];
+    for (std::size_t length = bucket_range_[bucket + 1] - bucket_range_[bucket] + 1; length > 1;) {
       const std::size_t half = length / 2;
       base = base[half] <= i ? base + half : base;
       length -= half;
@@ -377,6 +393,8 @@ class Ranges::Grid {
   std::vector<std::int64_t> before_;      ///< chunks in the ranges before range r
   std::vector<std::int64_t> first_cell_;  ///< the grid cell range r starts in: start / chunk_size
   std::int64_t n_chunks_ = 0;
+  int shift_ = 0;                          ///< chunks i and j share a bucket when i >> shift_ == j >> shift_
+  std::vector<std::size_t> bucket_range_;  ///< the range bucket b's first chunk lies in; then the last range
 };
 
 inline Ranges::Grid Ranges::grid(std::int64_t chunk_size) const { return Grid(*this, chunk_size); }

@@ -124,7 +124,8 @@ template <class Range, class Text>
   std::size_t shown = 0;
   for (const auto& item : items) {
     if (shown == most) return out + fmt::format(", ... ({} in all)", std::ranges::size(items));
-    out += (shown++ == 0 ? "" : ", ") + text(item);
+    if (shown++ != 0) out += ", ";
+    out += text(item);
   }
   return out;
 }
@@ -151,13 +152,16 @@ struct SelectionView {
   }
   [[nodiscard]] std::string key_text(std::size_t k) const {
     if (one_column()) return value_text(values[k]);
-    return "(" + some_of(keys[k], keys[k].size(), value_text) + ")";
+    return fmt::format("({})", some_of(keys[k], keys[k].size(), value_text));
   }
   /// The first keys, as the message of a selection that matches nothing shows them.
   [[nodiscard]] std::string text() const {
     std::string out;
     const std::size_t shown = std::min<std::size_t>(size(), 5);
-    for (std::size_t k = 0; k < shown; ++k) out += (k == 0 ? "" : ", ") + key_text(k);
+    for (std::size_t k = 0; k < shown; ++k) {
+      if (k != 0) out += ", ";
+      out += key_text(k);
+    }
     if (shown < size()) out += fmt::format(", ... ({} keys in all)", size());
     return out;
   }

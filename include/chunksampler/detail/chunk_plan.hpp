@@ -155,12 +155,14 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     std::int64_t rows;    // its length (< chunk_size)
   };
 
-  // What the first request builds and every copy of the plan shares: the grid, the order and
-  // where the short chunks fall in it.
+  // What the first request builds and every copy of the plan shares: the grid and the order;
+  // and where the short chunks fall in it, built by the first request that does not start at
+  // the stream's first row (the one a fresh epoch begins with never needs it).
   struct Index {
     std::once_flag once;
     std::optional<Ranges::Grid> grid;
     std::optional<KeyedPermutation> order;
+    std::once_flag shorts_once;
     std::vector<Short> shorts;  // by place
   };
 
@@ -169,12 +171,20 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     return *index_;
   }
 
+  [[nodiscard]] const std::vector<Short>& shorts(const Index& index) const {
+    std::call_once(index_->shorts_once, [this] { place_shorts(*index_); });
+    return index.shorts;
+  }
+
   void build(Index& index) const {
+    index.grid.emplace(layout_.mask, layout_.chunk_size);
+    if (!layout_.replacement && layout_.shuffle)
+      index.order.emplace(static_cast<std::uint64_t>(index.grid->n_chunks()), chunk_key_);
+  }
+
+  void place_shorts(Index& index) const {
     const std::int64_t c = layout_.chunk_size;
-    index.grid.emplace(layout_.mask, c);
     const std::int64_t n_chunks = index.grid->n_chunks();
-    if (layout_.replacement) return;
-    if (layout_.shuffle) index.order.emplace(static_cast<std::uint64_t>(n_chunks), chunk_key_);
     // A range's first and last grid chunks are its only possibly short ones.
     const Ranges::Grid& grid = *index.grid;
     std::vector<std::uint64_t> chunks;
@@ -246,11 +256,12 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   void stream_pieces(const Index& index, std::int64_t begin, std::int64_t end, std::vector<Slice>& out) const {
     const std::int64_t c = layout_.chunk_size;
     // Where stream row `begin` lies: after the last short chunk that starts at or before it,
-    // every chunk is full.
-    const auto after = std::ranges::upper_bound(index.shorts, begin, {}, &Short::before);
+    // every chunk is full (row 0 is at place 0, whatever the short chunks).
     std::int64_t place = begin / c;
     std::int64_t offset = begin % c;
-    if (after != index.shorts.begin()) {
+    const std::span<const Short> placed = begin == 0 ? std::span<const Short>() : shorts(index);
+    const auto after = std::ranges::upper_bound(placed, begin, {}, &Short::before);
+    if (after != placed.begin()) {
       const Short& s = *(after - 1);
       if (begin < s.before + s.rows) {
         place = s.place;

@@ -279,7 +279,8 @@ class KeyedPermutation {
   template <bool Inverse = false>
   void map(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) const {
     if (!table_) return feistel_.map<Inverse>(in, out);
-    for (std::size_t l = 0; l < in.size(); ++l) out[l] = Inverse ? table_->position_of(in[l]) : table_->at(in[l]);
+    const std::vector<std::uint32_t>& table = Inverse ? table_->positions() : table_->values();
+    std::ranges::transform(in, out.begin(), [&table](std::uint64_t x) { return table[static_cast<std::size_t>(x)]; });
   }
 
   [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
@@ -292,23 +293,28 @@ class KeyedPermutation {
    public:
     Table(std::uint64_t n, std::uint64_t key) noexcept : n_(n), key_(key) {}
 
-    [[nodiscard]] std::uint64_t at(std::uint64_t i) {
+    [[nodiscard]] std::uint64_t at(std::uint64_t i) { return values()[static_cast<std::size_t>(i)]; }
+    [[nodiscard]] std::uint64_t position_of(std::uint64_t x) { return positions()[static_cast<std::size_t>(x)]; }
+
+    /// The permutation, position by position, shuffled at the first call.
+    [[nodiscard]] const std::vector<std::uint32_t>& values() {
       std::call_once(built_, [this] {
         values_.resize(static_cast<std::size_t>(n_));
         for (std::size_t v = 0; v < values_.size(); ++v) values_[v] = static_cast<std::uint32_t>(v);
         Engine engine = make_engine(key_, table_stream);
         partial_shuffle(engine, std::span<std::uint32_t>(values_), values_.size());
       });
-      return values_[static_cast<std::size_t>(i)];
+      return values_;
     }
 
-    [[nodiscard]] std::uint64_t position_of(std::uint64_t x) {
-      (void)at(0);
+    /// Its inverse, element by element, built at the first call.
+    [[nodiscard]] const std::vector<std::uint32_t>& positions() {
+      (void)values();
       std::call_once(inverted_, [this] {
         positions_.resize(values_.size());
         for (std::size_t i = 0; i < values_.size(); ++i) positions_[values_[i]] = static_cast<std::uint32_t>(i);
       });
-      return positions_[static_cast<std::size_t>(x)];
+      return positions_;
     }
 
    private:
