@@ -58,6 +58,29 @@ template <class Edit>
   return ranges[0];
 }
 
+/// A drawn mask of many ranges: the ranges as drawn (closed) inside `[0, n_obs)`, and whether
+/// the last is given to the sampler open-ended (`Slice::from`, ending at `n_obs`).
+struct DrawnRanges {
+  std::vector<cs::Slice> slices;
+  std::int64_t n_obs = 0;
+  bool open = false;
+
+  /// The mask as the sampler takes it.
+  [[nodiscard]] cs::Ranges ranges() const {
+    std::vector<cs::Slice> given = slices;
+    if (open) given.back() = cs::Slice::from(given.back().start);
+    return cs::Ranges(given);
+  }
+  /// The rows it selects.
+  [[nodiscard]] cs::Ranges closed() const { return cs::Ranges(slices); }
+  /// For a failing test's report.
+  [[nodiscard]] std::string describe() const {
+    std::string text = fmt::format("n_obs {}{} ranges", n_obs, open ? " (last open-ended)" : "");
+    for (const cs::Slice& s : slices) text += fmt::format(" [{}, {})", s.start, s.stop);
+    return text;
+  }
+};
+
 /// An owning copy of one `LoadRequest`: its chunks and its batches, as yielded.
 struct OwnedRequest {
   std::vector<cs::Slice> chunks;

@@ -34,29 +34,18 @@ using namespace support::classes;
 using Catch::Matchers::Contains;
 using support::Batches;
 using support::ConfigRng;
+using support::DrawnRanges;
 using support::OwnedRequest;
 using support::Tally;
-
-// A drawn mask: its ranges as drawn (closed), and whether the last is given open-ended.
-struct MaskDraw {
-  std::vector<cs::Slice> slices;
-  bool open = false;
-
-  [[nodiscard]] cs::Ranges ranges() const {
-    std::vector<cs::Slice> given = slices;
-    if (open) given.back() = cs::Slice::from(given.back().start);
-    return cs::Ranges(given);
-  }
-  [[nodiscard]] cs::Ranges closed() const { return cs::Ranges(slices); }
-};
 
 // 1 to about `most` ranges over [0, n_obs) (n_obs >= 1): ranges and gaps of up to `slot` rows,
 // where `slot` spreads the drawn number of ranges over the rows, and a gap of 0 now and then
 // (adjacent ranges, merged); a third of the time long ranges of up to `long_rows`. The first
 // range starts at 0 half the time; the last reaches n_obs half the time, and is then open-ended
 // half the time.
-MaskDraw random_mask(ConfigRng& g, std::int64_t n_obs, std::int64_t most, std::int64_t long_rows) {
-  MaskDraw mask;
+DrawnRanges random_mask(ConfigRng& g, std::int64_t n_obs, std::int64_t most, std::int64_t long_rows) {
+  DrawnRanges mask;
+  mask.n_obs = n_obs;
   const std::int64_t wanted = g.between(1, most);
   const std::int64_t slot = std::max<std::int64_t>(2, n_obs / wanted);
   const bool long_ranges = g.between(0, 2) == 0;
@@ -260,7 +249,7 @@ TEST_CASE("ClassSampler over random range sets: chunks inside one range and one 
     c.options.drop_last = g.coin();
     c.options.seed = g.next();
     c.options.num_samples = g.between(1, 4 * shape.chunk * shape.preload + 7);
-    const MaskDraw drawn = random_mask(g, c.n_obs(), trial % 3 == 0 ? 200 : 20, 6 * shape.chunk);
+    const DrawnRanges drawn = random_mask(g, c.n_obs(), trial % 3 == 0 ? 200 : 20, 6 * shape.chunk);
     c.options.mask = drawn.ranges();
     const cs::Ranges closed = drawn.closed();
     INFO(c.describe());
@@ -327,7 +316,7 @@ TEST_CASE("DistributedSampler<ClassSampler> over random range sets, both modes, 
     c.options.drop_last = g.coin();
     c.options.seed = g.next();
     c.options.num_samples = g.between(world * shape.batch, 3 * world * shape.chunk * shape.preload);
-    const MaskDraw drawn = random_mask(g, c.n_obs(), 30, 8 * shape.chunk);
+    const DrawnRanges drawn = random_mask(g, c.n_obs(), 30, 8 * shape.chunk);
     c.options.mask = drawn.ranges();
     const cs::Ranges closed = drawn.closed();
     const std::int64_t batch = shape.batch;
@@ -474,7 +463,7 @@ TEST_CASE("ClassSampler over many ranges resumes at every batch, alone and distr
     c.options.drop_last = g.coin();
     // Small epochs: at most 40 batches per stream, so every batch is a resume point.
     c.options.num_samples = g.between(2 * shape.batch, 30 * shape.batch);
-    const MaskDraw drawn = random_mask(g, c.n_obs(), 12, 5 * shape.chunk);
+    const DrawnRanges drawn = random_mask(g, c.n_obs(), 12, 5 * shape.chunk);
     c.options.mask = drawn.ranges();
     const cs::Ranges closed = drawn.closed();
     if (valid_starts(c.codes, c.weights, shape.chunk, closed).empty()) continue;

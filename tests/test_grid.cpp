@@ -24,6 +24,7 @@
 namespace cs = chunksampler;
 using Catch::Matchers::Contains;
 using support::ConfigRng;
+using support::DrawnRanges;
 using support::OwnedRequest;
 
 namespace {
@@ -44,26 +45,8 @@ std::vector<cs::Slice> grid_of(std::int64_t start, std::int64_t stop, std::int64
 
 // A random set of 1 to `most` ranges inside [0, n_obs): lengths from 1 row to several chunks,
 // gaps from 1 row, sometimes touching 0 or n_obs, sometimes open-ended.
-struct RangeSet {
-  std::vector<cs::Slice> slices;
-  std::int64_t n_obs = 0;
-  bool open = false;
-
-  [[nodiscard]] cs::Ranges ranges() const {
-    std::vector<cs::Slice> given = slices;
-    if (open) given.back() = cs::Slice::from(given.back().start);
-    return cs::Ranges(given);
-  }
-  [[nodiscard]] cs::Ranges closed() const { return cs::Ranges(slices); }
-  [[nodiscard]] std::string describe() const {
-    std::string text = fmt::format("n_obs {}{} ranges", n_obs, open ? " (last open-ended)" : "");
-    for (const cs::Slice& s : slices) text += fmt::format(" [{}, {})", s.start, s.stop);
-    return text;
-  }
-};
-
-RangeSet random_ranges(ConfigRng& g, std::int64_t chunk, std::int64_t most, bool exactly = false) {
-  RangeSet set;
+DrawnRanges random_ranges(ConfigRng& g, std::int64_t chunk, std::int64_t most, bool exactly = false) {
+  DrawnRanges set;
   const std::int64_t n = exactly ? most : g.between(1, most);
   std::int64_t at = g.coin() ? 0 : g.between(0, 3 * chunk);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -163,7 +146,7 @@ TEST_CASE("grid: invariants over random range sets, every chunk sampler", "[grid
     const std::int64_t preload = g.between(1, 4);
     const std::int64_t batch = g.divisor_of(chunk * preload);
     // One trial of exactly 10^4 ranges, some of 400 at most, the rest of 12 at most.
-    const RangeSet set = random_ranges(g, chunk, trial == 1 ? 10'000 : trial % 10 == 0 ? 400 : 12, trial == 1);
+    const DrawnRanges set = random_ranges(g, chunk, trial == 1 ? 10'000 : trial % 10 == 0 ? 400 : 12, trial == 1);
     const cs::Ranges closed = set.closed();
     const bool shuffle = g.coin();
     const std::uint64_t seed = g.next();
@@ -220,7 +203,7 @@ TEST_CASE("grid: DistributedSampler over random range sets, both modes, 1 to 9 r
     const std::int64_t chunk = g.between(1, 8);
     const std::int64_t preload = g.between(1, 3);
     const std::int64_t batch = g.divisor_of(chunk * preload);
-    const RangeSet set = random_ranges(g, chunk, 30);
+    const DrawnRanges set = random_ranges(g, chunk, 30);
     const cs::Ranges closed = set.closed();
     const std::int64_t world = g.between(1, 9);
     const cs::ShardMode mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
@@ -274,7 +257,7 @@ TEST_CASE("grid: resume at every batch over many ranges, and elastic restores 4 
     const std::int64_t chunk = g.between(1, 6);
     const std::int64_t preload = g.between(1, 3);
     const std::int64_t batch = g.divisor_of(chunk * preload);
-    const RangeSet set = random_ranges(g, chunk, 8);
+    const DrawnRanges set = random_ranges(g, chunk, 8);
     const std::uint64_t seed = g.next();
     INFO(fmt::format("trial {} chunk {} preload {} batch {} | {}", trial, chunk, preload, batch, set.describe()));
     const cs::RandomOptions options{
