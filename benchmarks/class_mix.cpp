@@ -95,11 +95,12 @@ Spread measure(cs::Composition composition, std::int64_t windows, std::uint64_t 
   return s;
 }
 
-std::int64_t number(std::string_view text) {
+// `text` as an integer of at least `least`, or the program stops.
+std::int64_t number(std::string_view text, std::int64_t least) {
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size() || value < 1) {
-    fmt::print(stderr, "not a positive integer: {}\n", text);
+  if (error != std::errc{} || end != text.data() + text.size() || value < least) {
+    fmt::print(stderr, "not an integer >= {}: {}\n", least, text);
     std::exit(2);
   }
   return value;
@@ -113,9 +114,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--windows" && i + 1 < argc) {
-      windows = number(argv[++i]);
+      windows = number(argv[++i], 1);
     } else if (arg == "--seed" && i + 1 < argc) {
-      seed = static_cast<std::uint64_t>(number(argv[++i]));
+      seed = static_cast<std::uint64_t>(number(argv[++i], 0));
     } else {
       fmt::print("usage: {} [--windows N (10000)] [--seed S (0)]\n", argv[0]);
       return arg == "--help" || arg == "-h" ? 0 : 2;
