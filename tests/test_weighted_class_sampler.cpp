@@ -892,6 +892,9 @@ TEST_CASE("WeightedClassSampler is deterministic per (seed, epoch); epochs, seed
   (void)support::epoch(played, 120);
   cs::WeightedClassSampler other(codes, stratified);
   CHECK_THROWS_AS(other.restore(played.state(1)), cs::StateMismatchError);
+  // A state names the kind of sampler: a ClassSampler of the same options refuses it.
+  cs::ClassSampler coherent_copy = coherent;
+  CHECK_THROWS_AS(coherent_copy.restore(played.state(1)), cs::StateMismatchError);
 }
 
 TEST_CASE("WeightedClassSampler refuses bad input with a ConfigError naming the value", "[weighted][validation]") {

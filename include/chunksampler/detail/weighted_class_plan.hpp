@@ -49,7 +49,8 @@ class WeightedClassPlan : public RequestGrid<WeightedClassPlan> {
     weights.reserve(draws_.windows().size());
     for (std::size_t w = 0; w < draws_.windows().size(); ++w) weights.push_back(draws_.weight_of(w));
     std::vector<std::uint64_t> shares = share_numerators(weights, 1.0);
-    // A weight below half a unit of the scale (2^-53 of the largest) keeps the least share.
+    // A weight below half a unit of the scale (2^-53 of the largest weight, coarser above 512
+    // classes) would have no share at all: it keeps the least, one unit.
     for (std::uint64_t& s : shares) s = std::max<std::uint64_t>(s, 1);
     mix_ = std::make_shared<const ClassMix>(shares, layout.preload_nchunks, n_chunks_, keys.class_mix);
   }
