@@ -242,7 +242,7 @@ TEST_CASE("WeightedClassSampler epoch invariants over random code layouts, both 
   CHECK(partial_last > 100);
 }
 
-TEST_CASE("WeightedClassSampler, stratified: every request and the epoch within one chunk, 2 to 50 classes",
+TEST_CASE("WeightedClassSampler, stratified: every request and the epoch within one chunk, 2 to 600 classes",
           "[weighted]") {
   // One or two runs per class, integer weights from 1:1 to 1:1000, requests of 1 to 40 chunks,
   // epochs of whole requests and of a partial last one (the last chunk short or not).
@@ -252,7 +252,8 @@ TEST_CASE("WeightedClassSampler, stratified: every request and the epoch within 
     Weighted w;
     w.composition = cs::Composition::stratified;
     ClassConfig& c = w.c;
-    const auto n_classes = static_cast<std::int32_t>(g.between(2, 50));
+    // Now and then hundreds of classes, where the shares' sum nears 2^62.
+    const auto n_classes = static_cast<std::int32_t>(trial % 20 == 0 ? g.between(300, 600) : g.between(2, 50));
     const std::int64_t chunk = g.between(1, 3);
     c.options.chunk_size = chunk;
     c.options.preload_nchunks = g.between(1, 40);
@@ -513,6 +514,40 @@ TEST_CASE("ClassMix: every window and the epoch within one chunk, over many smal
     }
   }
   CHECK(partial > 25'000);
+}
+
+TEST_CASE("ClassMix: a thousand classes with shares of 52 bits, windows of 64 chunks", "[weighted]") {
+  // Shares as share_numerators gives them for 1000 weights (the largest near 2^52): their sum
+  // nears 2^62, so the windows' fractions times it pass 2^64; the counts must not care.
+  ConfigRng g(2214);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<std::uint64_t> shares(1000);
+    for (std::uint64_t& q : shares) q = (std::uint64_t{1} << 51) + g.next() % (std::uint64_t{1} << 51);
+    const std::uint64_t total = std::accumulate(shares.begin(), shares.end(), std::uint64_t{0});
+    const std::int64_t n_chunks = 64 * g.between(1, 20) + g.between(0, 63);
+    const cs::detail::ClassMix mix(shares, 64, n_chunks, g.next());
+    std::vector<std::int64_t> epoch(shares.size(), 0);
+    std::vector<std::int64_t> classes(64);
+    for (std::int64_t k = 0; k * 64 < n_chunks; ++k) {
+      const std::int64_t m = std::min<std::int64_t>(64, n_chunks - k * 64);
+      std::ranges::fill(classes, -1);
+      mix.classes_of(k, std::span<std::int64_t>(classes.data(), static_cast<std::size_t>(m)));
+      for (std::int64_t j = 0; j < m; ++j) {
+        const std::int64_t c = classes[static_cast<std::size_t>(j)];
+        REQUIRE(c >= 0);
+        REQUIRE(c < 1000);
+        ++epoch[static_cast<std::size_t>(c)];
+      }
+    }
+    for (std::size_t c = 0; c < shares.size(); ++c) {
+      // Each share is below 1/64 of the total: at most one chunk of a class per window, and the
+      // epoch's count within one of n_chunks * share.
+      const auto a = static_cast<uint128>(epoch[c]) * total;
+      const auto b = static_cast<uint128>(n_chunks) * shares[c];
+      INFO("class " << c << ": " << epoch[c] << " of " << n_chunks);
+      REQUIRE((a > b ? a - b : b - a) < total);
+    }
+  }
 }
 
 TEST_CASE("WeightedClassSampler, stratified: an epoch's expected count of a class is its share exactly", "[weighted]") {

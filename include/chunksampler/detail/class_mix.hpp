@@ -39,12 +39,13 @@ namespace chunksampler::detail {
 /// and `e_c = E_c - b_c` (the whole windows' extras, `0 <= e_c <= K`, 0 if `f_c = 0`), with
 /// `sum b = R'`. Some classes have no choice: with `f_c = 0` (or `K = 0`) `b_c = E_c`; with
 /// `tau_c < 1`, `E_c = 0` forces `b_c = 0`; with `tau_c > K`, `E_c = K + 1` forces `b_c = 1`.
-/// Laying the segments out as [`tau < 1`][`f = 0`][`tau > K`][the rest] makes the forced classes
-/// fit: the forced ones (`f = 0` with `E = 1`, `tau > K` with `E = K + 1`) lie in one stretch
-/// of total length at most the sum of their `g_c` (there `frac(tau_c) <= g_c`), so fewer than
-/// `R' + 1` points land in it; the forced zeros (`f = 0` or `tau < 1`, with `E = 0`) lie in one
-/// stretch whose gaps `1 - frac(tau_c) <= 1 - g_c` sum to at most `#{g > 0} - R'`. The other
-/// classes with `g_c > 0` give the rest of `R'`, a uniform choice among them.
+/// Laying the segments out as [`tau < 1`][`f = 0`][`tau > K`][the rest] makes them fit. The
+/// forced ones (`f = 0` with `E = 1`, `tau > K` with `E = K + 1`) are rounded up inside the stretch
+/// [`f = 0`][`tau > K`], no longer than the sum of their `g_c` (`frac(tau_c) <= g_c` there), so
+/// there are at most `R'` of them, a whole number at least that sum. The forced zeros (`f = 0` or
+/// `tau < 1`, with `E = 0`) are rounded down inside the stretch [`tau < 1`][`f = 0`], where
+/// `1 - frac(tau_c) <= 1 - g_c`, so there are at most `#{g > 0} - R'` of them. What the forced
+/// ones leave of `R'` goes to a uniform choice among the classes with a choice, which are enough.
 ///
 /// Spreading `e` over the whole windows. The `e_c` are laid end to end on slots `[0, K R)`;
 /// window `k` takes the slots `sigma(k) + i K`, `i = 0..R-1`: `R` slots, each of another class,
@@ -71,8 +72,10 @@ class ClassMix {
     std::vector<std::uint64_t> fraction(n);  // frac(tau_c) * total
     std::vector<std::int64_t> last_base(n);  // floor(m s_c)
     std::vector<bool> last_fraction(n);      // g_c > 0
-    std::uint64_t whole_fractions = 0;       // R * total, then R
-    std::uint64_t last_fractions = 0;        // R' * total, then R'
+    // R and R' are what the floors leave of a window: sums of the fractions times `total`
+    // would pass 2^64 with a few hundred classes.
+    std::int64_t whole_floors = 0;
+    std::int64_t last_floors = 0;
     for (std::size_t c = 0; c < n; ++c) {
       const QuotientRemainder whole = mul_div(static_cast<std::uint64_t>(per_window), shares[c], total);
       const QuotientRemainder last = mul_div(static_cast<std::uint64_t>(last_chunks_), shares[c], total);
@@ -80,8 +83,8 @@ class ClassMix {
       if (full_windows_ > 0 && whole.quotient > 0) base_.push_back({c, static_cast<std::int64_t>(whole.quotient)});
       last_base[c] = static_cast<std::int64_t>(last.quotient);
       last_fraction[c] = last.remainder > 0;
-      whole_fractions += f;
-      last_fractions += last.remainder;
+      whole_floors += static_cast<std::int64_t>(whole.quotient);
+      last_floors += static_cast<std::int64_t>(last.quotient);
       // tau_c * total = K f + g, below (K + 1) * total: its quotient fits, its remainder is frac.
       const QuotientRemainder tau = div_wide(add_wide(mul_wide(k_windows, f), {0, last.remainder}), total);
       rounded[c] = static_cast<std::int64_t>(tau.quotient);
@@ -91,8 +94,8 @@ class ClassMix {
       else if (last.remainder > 0 && tau.quotient == k_windows && tau.remainder > 0) kind[c] = Kind::above_k;
       else if (f > 0 || last.remainder > 0) kind[c] = Kind::other;
     }
-    extras_ = static_cast<std::int64_t>(whole_fractions / total);
-    const auto last_extras = static_cast<std::int64_t>(last_fractions / total);
+    extras_ = per_window_ - whole_floors;
+    const std::int64_t last_extras = last_chunks_ - last_floors;
 
     // E: systematic sampling over frac(tau), in the order that lets the forced classes fit.
     std::vector<std::size_t> order;
