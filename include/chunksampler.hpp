@@ -23,4 +23,5 @@
 #include <chunksampler/slice.hpp>
 #include <chunksampler/split.hpp>
 #include <chunksampler/version.hpp>
+#include <chunksampler/weighted_class_sampler.hpp>
 #include <chunksampler/worker_info.hpp>

@@ -333,6 +333,17 @@ TEST_CASE("Random and Sequential samplers are DistributableSampler, DistributedS
   STATIC_REQUIRE_FALSE(cs::DistributableSampler<cs::DistributedSampler<cs::SequentialSampler>>);
 }
 
+TEST_CASE("the class samplers are DistributableSampler, with their own EpochPlan", "[concepts]") {
+  STATIC_REQUIRE(cs::DistributableSampler<cs::ClassSampler>);
+  STATIC_REQUIRE(cs::DistributableSampler<cs::WeightedClassSampler>);
+  STATIC_REQUIRE(cs::EpochPlan<cs::ClassPlan>);
+  STATIC_REQUIRE(cs::EpochPlan<cs::WeightedClassPlan>);
+  STATIC_REQUIRE(
+      std::same_as<decltype(std::declval<const cs::WeightedClassSampler&>().plan(1, 0)), cs::WeightedClassPlan>);
+  STATIC_REQUIRE(cs::Sampler<cs::DistributedSampler<cs::WeightedClassSampler>>);
+  STATIC_REQUIRE_FALSE(cs::DistributableSampler<cs::DistributedSampler<cs::WeightedClassSampler>>);
+}
+
 TEST_CASE("near misses do not satisfy the concepts", "[concepts]") {
   STATIC_REQUIRE_FALSE(cs::Sampler<int>);
   STATIC_REQUIRE_FALSE(cs::DistributableSampler<int>);

@@ -1,39 +1,28 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// ClassSampler's members: its constructor and those declared below, and those of `SamplerBase`
+// ClassSampler's members: its constructor and `plan`, declared below; those it shares with
+// WeightedClassSampler, declared in `detail::ClassSamplerBase`
+// (<chunksampler/detail/class_sampler_base.hpp>): `batch_size`, `chunk_size`, `preload_nchunks`,
+// `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
+// `fingerprint`, `validate`, `epoch_size` and `with_shard`; and those of `SamplerBase`
 // (<chunksampler/sampler_base.hpp>): `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state`, `restore` and `rng`.
 
 #include <chunksampler/class_code.hpp>
-#include <chunksampler/detail/arith.hpp>
-#include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/class_plan.hpp>
-#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/class_sampler_base.hpp>
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_base.hpp>
-#include <chunksampler/slice.hpp>
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <bit>
-#include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <iterator>
-#include <limits>
-#include <map>
-#include <memory>
 #include <optional>
 #include <ranges>
 #include <span>
-#include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace chunksampler {
@@ -80,7 +69,7 @@ using ClassPlan = detail::ClassPlan;
 ///     cs::ClassSampler sampler(codes, {.chunk_size = 64, .preload_nchunks = 8, .batch_size = 128,
 ///                                      .num_samples = 100'000, .class_weights = {1.0, 2.0, 0.0}});
 ///     for (const cs::LoadRequest& request : sampler.sample(std::ssize(codes))) { /* read, then train */ }
-class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
+class ClassSampler : public detail::ClassSamplerBase<ClassSampler, ClassPlan> {
  public:
   static constexpr std::string_view name = "ClassSampler";
 
@@ -90,226 +79,25 @@ class ClassSampler : public SamplerBase<ClassSampler, ClassPlan> {
   /// weight that has runs shorter than `chunk_size`.
   template <std::ranges::contiguous_range Codes>
     requires ClassCode<std::ranges::range_value_t<Codes>>
-  ClassSampler(const Codes& codes, const ClassOptions& options) : SamplerBase(options.seed), options_(options) {
-    check_options();
-    scan(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes), std::ranges::size(codes)));
-    // The mask over the codes, refused now if it does not fit them or holds no chunk.
-    scope_ = scope_of_mask();
-    (void)checked_scope(n_obs_);
-  }
-
-  /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
-  [[nodiscard]] std::int64_t batch_size() const noexcept { return options_.batch_size; }
-  /// The length of every chunk but the epoch's last, and the least length of a sampled run.
-  [[nodiscard]] std::int64_t chunk_size() const noexcept { return options_.chunk_size; }
-  /// Chunks per request.
-  [[nodiscard]] std::int64_t preload_nchunks() const noexcept { return options_.preload_nchunks; }
-  /// Whether the last, short batch of an epoch is dropped.
-  [[nodiscard]] bool drop_last() const noexcept { return options_.drop_last; }
-  /// Positions per epoch, as given (a shard's budget replaces it under `DistributedSampler`).
-  [[nodiscard]] std::int64_t num_samples() const noexcept { return *options_.num_samples; }
-  /// The weights as given; empty means every class alike.
-  [[nodiscard]] const std::vector<double>& class_weights() const noexcept { return options_.class_weights; }
-  /// Class codes `0..n_classes()-1`: `class_weights().size()`, or the largest code + 1.
-  [[nodiscard]] std::int64_t n_classes() const noexcept { return n_classes_; }
-  /// Always true: chunks are drawn with replacement, so rows may repeat within an epoch.
-  [[nodiscard]] static constexpr bool replacement() noexcept { return true; }
-  /// Always true: chunk starts, classes and rows are random.
-  [[nodiscard]] static constexpr bool shuffle() noexcept { return true; }
-  /// The observations sampled, one range or many; `std::nullopt` is all of `[0, n_obs)`.
-  [[nodiscard]] const std::optional<Ranges>& mask() const noexcept { return options_.mask; }
-
-  /// A hash of every setting that shapes an epoch (the options, the weights' bits, the budget
-  /// and the runs of the codes); states carry it.
-  [[nodiscard]] std::uint64_t fingerprint() const noexcept {
-    std::uint64_t h = detail::fingerprint_seed(name);
-    const std::int64_t fields[] = {options_.chunk_size,
-                                   options_.preload_nchunks,
-                                   options_.batch_size,
-                                   options_.drop_last ? 1 : 0,
-                                   options_.mask ? 1 : 0,
-                                   options_.mask ? static_cast<std::int64_t>(options_.mask->hash()) : 0,
-                                   *options_.num_samples,
-                                   budget_.value_or(-1),
-                                   n_classes_,
-                                   n_obs_,
-                                   static_cast<std::int64_t>(options_.class_weights.size())};
-    for (const std::int64_t f : fields) h = detail::derive(h, static_cast<std::uint64_t>(f));
-    for (const double w : options_.class_weights) h = detail::derive(h, std::bit_cast<std::uint64_t>(w));
-    return detail::derive(h, runs_hash_);
-  }
-
-  /// Throws `ConfigError` if an epoch over `n_obs` observations cannot be served:
-  /// `n_obs` must be the number of codes, the mask inside it, and one of its ranges must hold a
-  /// whole chunk of a class with a positive weight.
-  void validate(std::int64_t n_obs) const { (void)checked_scope(n_obs); }
-
-  /// Positions one epoch holds before `drop_last`: `num_samples`, or a shard's budget.
-  [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
-    validate(n_obs);
-    return budget_.value_or(*options_.num_samples);
-  }
+  ClassSampler(const Codes& codes, const ClassOptions& options)
+      : ClassSamplerBase(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes),
+                                                                            std::ranges::size(codes)),
+                         {.chunk_size = options.chunk_size,
+                          .preload_nchunks = options.preload_nchunks,
+                          .batch_size = options.batch_size,
+                          .drop_last = options.drop_last,
+                          .mask = options.mask,
+                          .seed = options.seed,
+                          .num_samples = options.num_samples,
+                          .class_weights = options.class_weights}) {}
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
   [[nodiscard]] ClassPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {
-    const std::int64_t budget = budget_.value_or(*options_.num_samples);
-    return detail::ClassPlan(checked_scope(n_obs),
-                             {.chunk_size = options_.chunk_size,
-                              .preload_nchunks = options_.preload_nchunks,
-                              .batch_size = options_.batch_size,
-                              .used_obs =
-                                  options_.drop_last ? detail::round_down(budget, options_.batch_size) : budget},
+    return detail::ClassPlan(checked_scope(n_obs), layout(),
                              {.group_class = detail::RngAccess::key(rng_, epoch, detail::Purpose::group_class),
                               .chunk_start = detail::RngAccess::key(rng_, epoch, detail::Purpose::chunk_start),
                               .batch_order = detail::RngAccess::key(rng_, epoch, detail::Purpose::batch_order)});
   }
-
-  /// A copy that samples only `shard.mask` (runs clipped to each of its ranges), on the stream
-  /// `rng().spawn(shard.stream)`, whose epochs hold `shard.budget` positions; a mask past the
-  /// codes or without a chunk of a sampled class is refused when the copy is planned.
-  [[nodiscard]] ClassSampler with_shard(const Shard& shard) const {
-    detail::check_shard_budget(name, shard);
-    ClassSampler copy = *this;
-    copy.options_.mask = shard.mask;
-    copy.budget_ = shard.budget;
-    copy.rng_ = rng_.spawn(shard.stream);
-    copy.scope_ = copy.scope_of_mask();
-    return copy;
-  }
-
- private:
-  void check_options() const {
-    const ClassOptions& o = options_;
-    detail::check_request_shape(name, o.chunk_size, o.preload_nchunks, o.batch_size);
-    if (!o.num_samples)
-      detail::throw_config("{}: num_samples must be set: the sampler draws with replacement, so an epoch has no "
-                           "natural size",
-                           name);
-    detail::check_num_samples(name, *o.num_samples);
-    double total = 0;
-    bool positive = false;
-    for (std::size_t c = 0; c < o.class_weights.size(); ++c) {
-      const double w = o.class_weights[c];
-      if (!std::isfinite(w) || w < 0)
-        detail::throw_config("{}: class_weights[{}] ({}) must be finite and >= 0", name, c, w);
-      positive = positive || w > 0;
-      total = total + w;
-    }
-    if (!o.class_weights.empty() && !positive)
-      detail::throw_config("{}: class_weights (all {} are 0) must hold at least one weight > 0", name,
-                           o.class_weights.size());
-    if (!std::isfinite(total)) detail::throw_config("{}: class_weights sum to {}; the sum must be finite", name, total);
-  }
-
-  // Scans the codes once into runs: checks each code, keeps the runs of sampled classes with
-  // their prefix sums, collects the short runs of sampled classes, and hashes every run.
-  template <class T>
-  void scan(std::span<const T> codes) {
-    const std::vector<double>& weights = options_.class_weights;
-    const std::int64_t chunk = options_.chunk_size;
-    n_obs_ = std::ssize(codes);
-    struct Short {
-      std::int64_t runs = 0;
-      std::int64_t shortest = 0;
-    };
-    std::map<std::int32_t, Short> short_runs;
-    std::map<std::int32_t, detail::ClassRuns> kept;
-    std::int32_t max_code = -1;
-    std::uint64_t hash = 0x72756e73ULL;  // "runs"
-    std::int64_t start = 0;
-    for (std::int64_t i = 0; i < n_obs_; ++i) {
-      const T raw = codes[static_cast<std::size_t>(i)];
-      if (std::cmp_less(raw, 0) || std::cmp_greater(raw, std::numeric_limits<std::int32_t>::max()))
-        detail::throw_config("{}: codes[{}] ({}) must be in [0, 2^31)", name, i, raw);
-      const auto code = static_cast<std::int32_t>(raw);
-      if (!weights.empty() && static_cast<std::size_t>(code) >= weights.size())
-        detail::throw_config("{}: codes[{}] ({}) has no weight: class_weights has {} entries, one per class code", name,
-                             i, code, weights.size());
-      max_code = std::max(max_code, code);
-      if (i + 1 < n_obs_ && codes[static_cast<std::size_t>(i + 1)] == raw) continue;
-      const Slice run{start, i + 1};
-      start = i + 1;
-      hash =
-          detail::derive(detail::derive(hash, static_cast<std::uint64_t>(run.stop)), static_cast<std::uint64_t>(code));
-      const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
-      if (weight <= 0) continue;
-      if (run.size() < chunk) {
-        Short& s = short_runs[code];
-        s.shortest = s.runs == 0 ? run.size() : std::min(s.shortest, run.size());
-        ++s.runs;
-        continue;
-      }
-      detail::ClassRuns& c = kept[code];
-      if (c.runs.empty()) c = {.code = code, .weight = weight, .runs = {}, .prefix = {0}};
-      c.runs.push_back(run);
-      c.prefix.push_back(c.prefix.back() + run.size() - chunk + 1);
-    }
-    if (!short_runs.empty()) {
-      std::string list;
-      for (const auto& [code, s] : short_runs)
-        fmt::format_to(std::back_inserter(list), "{}class {} ({} short run{}, shortest {})", list.empty() ? "" : ", ",
-                       code, s.runs, s.runs == 1 ? "" : "s", s.shortest);
-      detail::throw_config(
-          "{}: every run of a class with a positive weight must be at least chunk_size ({}) observations long; "
-          "classes with shorter runs: {}; lower chunk_size, regroup the observations, or give these classes weight 0",
-          name, chunk, list);
-    }
-    n_classes_ = weights.empty() ? std::int64_t{max_code} + 1 : std::ssize(weights);
-    runs_hash_ = hash;
-    auto table = std::make_shared<detail::ClassTable>();
-    table->chunk_size = chunk;
-    table->classes.reserve(kept.size());
-    for (auto& entry : kept) table->classes.push_back(std::move(entry.second));
-    table_ = std::move(table);
-  }
-
-  // The classes the mask's ranges over the codes hold (an open-ended last range ends at the
-  // last code); no class when the mask does not fit the codes. Computed once per mask, at
-  // construction and in with_shard, and kept: clipping many ranges costs O((runs + ranges) log
-  // ranges), which validate and plan then never repeat.
-  [[nodiscard]] detail::ClassScope scope_of_mask() const {
-    const std::optional<Ranges>& mask = options_.mask;
-    const Slice back = mask ? (*mask)[mask->size() - 1] : Slice{0, n_obs_};
-    if (back.open_ended() ? back.start >= n_obs_ : (back.stop > n_obs_ || back.empty())) return {};
-    if (!mask) return detail::class_scope(table_, std::span<const Slice>(&back, 1));
-    const Ranges ranges = mask->resolve(n_obs_);
-    return detail::class_scope(table_, ranges.slices());
-  }
-
-  // The scope, for an epoch over `n_obs` observations: the number of codes, where the mask must
-  // hold a chunk of a sampled class.
-  [[nodiscard]] const detail::ClassScope& checked_scope(std::int64_t n_obs) const {
-    if (n_obs != n_obs_)
-      detail::throw_config(
-          "{}: n_obs ({}) must equal the number of class codes ({}): the codes describe exactly the loader's "
-          "observations",
-          name, n_obs, n_obs_);
-    if (scope_.windows.empty()) refuse_mask();
-    return scope_;
-  }
-
-  // Why the scope is empty: the mask does not fit the codes, or holds no chunk.
-  [[noreturn]] void refuse_mask() const {
-    (void)detail::check_mask_within(name, options_.mask, n_obs_);
-    const Ranges ranges = options_.mask ? options_.mask->resolve(n_obs_) : Ranges(0, n_obs_);
-    if (ranges.size() == 1)
-      detail::throw_config(
-          "{}: the sampled range {} holds no chunk: no run of a class with a positive weight has chunk_size ({}) "
-          "observations inside it",
-          name, detail::range_text(ranges[0]), options_.chunk_size);
-    detail::throw_config(
-        "{}: the sampled ranges ({} ranges, the first {}) hold no chunk: no run of a class with a positive weight "
-        "has chunk_size ({}) observations inside one of them",
-        name, ranges.size(), detail::range_text(ranges[0]), options_.chunk_size);
-  }
-
-  ClassOptions options_;
-  std::optional<std::int64_t> budget_;  // set by with_shard: replaces num_samples
-  std::int64_t n_obs_ = 0;
-  std::int64_t n_classes_ = 0;
-  std::uint64_t runs_hash_ = 0;
-  std::shared_ptr<const detail::ClassTable> table_;
-  detail::ClassScope scope_;  // what the mask's ranges hold of table_
 };
 
 }  // namespace chunksampler

@@ -19,12 +19,14 @@ namespace detail {
 /// kinds may share a value (a class sampler's group classes and a mixture's request order are
 /// both 3), since no sampler draws for both.
 enum class Purpose : std::uint64_t {
-  chunk_order = 1,    ///< chunk samplers and mixtures: the order (or starts) of the chunks
-  positions = 2,      ///< chunk samplers and mixtures: the positions inside each request
+  chunk_order = 1,    ///< chunk samplers and mixtures: the order (or starts) of the chunks; weighted class
+                      ///< samplers: the order of a request's chunk classes (stratified)
+  positions = 2,      ///< chunk samplers, mixtures and weighted class samplers: the positions inside each request
   request_order = 3,  ///< mixtures: which dataset each request slot reads
-  group_class = 3,    ///< class samplers: the class of each group of chunks
+  group_class = 3,    ///< class samplers: the class of each group of chunks (weighted: of each chunk)
   chunk_start = 4,    ///< class samplers: each chunk's start inside its class
   batch_order = 5,    ///< class samplers: the rows inside each batch
+  class_mix = 6,      ///< weighted class samplers, stratified: the epoch's class counts and their spread
 };
 
 /// The samplers' access to the keys of an `Rng`, which users never need.

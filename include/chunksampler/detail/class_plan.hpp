@@ -151,6 +151,63 @@ struct ClassLayout {
   std::int64_t used_obs;  ///< positions the epoch's batches hold (after drop_last)
 };
 
+/// The draws every class plan makes: a class by weight, and a chunk's start inside its class,
+/// each from an engine of its own keyed by its index, so any chunk is computed alone.
+class ClassDraws {
+ public:
+  ClassDraws(ClassScope scope, const ClassLayout& layout, std::uint64_t chunk_start_key) noexcept
+      : classes_(std::move(scope.classes)),
+        windows_(std::move(scope.windows)),
+        layout_(layout),
+        chunk_start_key_(chunk_start_key) {}
+
+  /// The classes the sampled ranges hold, with their starts and cumulative weights.
+  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_; }
+  [[nodiscard]] const ClassLayout& layout() const noexcept { return layout_; }
+  /// The weight of the class `windows()[window]`, as given.
+  [[nodiscard]] double weight_of(std::size_t window) const noexcept {
+    return (*classes_)[windows_[window].index].weight;
+  }
+
+  /// The class (an index into `windows()`) that draw `index` under `key` picks: class `c` with
+  /// probability `weight(c) / total` over the sampled classes, from a uniform double of 53
+  /// random bits.
+  [[nodiscard]] std::size_t draw_class(std::uint64_t key, std::int64_t index) const noexcept {
+    Engine engine = make_engine(key, static_cast<std::uint64_t>(index));
+    const std::uint64_t high = engine() >> 5U;  // 27 bits
+    const std::uint64_t low = engine() >> 6U;   // 26 bits
+    const double unit = static_cast<double>((high << 26U) | low) * 0x1p-53;
+    // One product, apart from any sum, so no platform fuses it differently.
+    const double target = unit * windows_.back().cumulative;
+    const auto it = std::ranges::upper_bound(windows_, target, {}, &ClassWindow::cumulative);
+    // `target` may round up to the total itself: it then belongs to the last class.
+    return it == windows_.end() ? windows_.size() - 1 : static_cast<std::size_t>(it - windows_.begin());
+  }
+
+  /// Chunk `i` of the epoch, of the class `windows()[window]`: a uniform valid start of the
+  /// class in the sampled ranges, the chunk cut to the epoch's remainder when it is the last.
+  [[nodiscard]] Slice chunk_of(std::int64_t i, std::size_t window) const noexcept {
+    const ClassWindow& w = windows_[window];
+    const ClassRuns& c = (*classes_)[w.index];
+    Engine engine = make_engine(chunk_start_key_, static_cast<std::uint64_t>(i));
+    const std::int64_t target =
+        c.prefix[w.lo] + w.skipped + static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
+    // The run holding start number `target`: the last r in [lo, hi) with prefix[r] <= target.
+    const auto from = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.lo) + 1;
+    const auto to = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.hi) + 1;
+    const auto r = static_cast<std::size_t>(std::upper_bound(from, to, target) - c.prefix.begin()) - 1;
+    const std::int64_t start = c.runs[r].start + (target - c.prefix[r]);
+    const std::int64_t length = std::min(layout_.chunk_size, layout_.used_obs - i * layout_.chunk_size);
+    return {start, start + length};
+  }
+
+ private:
+  std::shared_ptr<const std::vector<ClassRuns>> classes_;
+  std::vector<ClassWindow> windows_;
+  ClassLayout layout_;
+  std::uint64_t chunk_start_key_;
+};
+
 /// The keys of the three kinds of draw in one epoch.
 struct ClassKeys {
   std::uint64_t group_class;  ///< one class per group of chunks, keyed by group index
@@ -168,30 +225,29 @@ struct ClassKeys {
 class ClassPlan : public RequestGrid<ClassPlan> {
  public:
   ClassPlan(ClassScope scope, const ClassLayout& layout, const ClassKeys& keys) noexcept
-      : classes_(std::move(scope.classes)),
-        windows_(std::move(scope.windows)),
-        layout_(layout),
+      : draws_(std::move(scope), layout, keys.chunk_start),
         keys_(keys),
         group_chunks_(layout.batch_size / std::gcd(layout.chunk_size, layout.batch_size)),
         n_chunks_(ceil_div(layout.used_obs, layout.chunk_size)) {}
 
-  [[nodiscard]] std::int64_t n_requests() const noexcept { return ceil_div(layout_.used_obs, request_obs()); }
-  [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout_.preload_nchunks, n_chunks_); }
-  [[nodiscard]] const ClassLayout& layout() const noexcept { return layout_; }
-  [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout_.used_obs); }
+  [[nodiscard]] std::int64_t n_requests() const noexcept { return ceil_div(layout().used_obs, request_obs()); }
+  [[nodiscard]] std::int64_t max_chunks() const noexcept { return std::min(layout().preload_nchunks, n_chunks_); }
+  [[nodiscard]] const ClassLayout& layout() const noexcept { return draws_.layout(); }
+  [[nodiscard]] std::int64_t max_positions() const noexcept { return std::min(request_obs(), layout().used_obs); }
   /// Chunks per class group.
   [[nodiscard]] std::int64_t group_chunks() const noexcept { return group_chunks_; }
   /// Chunks the epoch reads.
   [[nodiscard]] std::int64_t n_chunks() const noexcept { return n_chunks_; }
   /// The classes the sampled ranges hold, with their starts and cumulative weights.
-  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_; }
+  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return draws_.windows(); }
 
   /// Request `k`: chunks `[k * preload_nchunks, ...)` of the epoch, and each batch `b` the
   /// buffer rows `[b * batch_size, (b + 1) * batch_size)` in random order, so a batch holds the
   /// rows of one group, hence of one class.
   void fill(std::int64_t k, RequestBuffers& out) const {
-    const std::int64_t first = k * layout_.preload_nchunks;
-    const std::int64_t n = std::min(layout_.preload_nchunks, n_chunks_ - first);
+    const ClassLayout& l = layout();
+    const std::int64_t first = k * l.preload_nchunks;
+    const std::int64_t n = std::min(l.preload_nchunks, n_chunks_ - first);
     out.chunks.resize(static_cast<std::size_t>(n));
     std::int64_t group = -1;
     std::size_t window = 0;
@@ -199,56 +255,23 @@ class ClassPlan : public RequestGrid<ClassPlan> {
       const std::int64_t i = first + j;
       if (i / group_chunks_ != group) {
         group = i / group_chunks_;
-        window = window_of_group(group);
+        window = draws_.draw_class(keys_.group_class, group);
       }
-      out.chunks[static_cast<std::size_t>(j)] = chunk_of(i, window);
+      out.chunks[static_cast<std::size_t>(j)] = draws_.chunk_of(i, window);
     }
-    const std::int64_t rows = std::min(request_obs(), layout_.used_obs - k * request_obs());
+    const std::int64_t rows = std::min(request_obs(), l.used_obs - k * request_obs());
     out.positions.resize(static_cast<std::size_t>(rows));
     std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
     Engine engine = make_engine(keys_.batch_order, static_cast<std::uint64_t>(k));
     const std::span<std::int64_t> positions(out.positions);
-    for (std::int64_t b = 0; b < rows; b += layout_.batch_size) {
-      const auto size = static_cast<std::size_t>(std::min(layout_.batch_size, rows - b));
+    for (std::int64_t b = 0; b < rows; b += l.batch_size) {
+      const auto size = static_cast<std::size_t>(std::min(l.batch_size, rows - b));
       partial_shuffle(engine, positions.subspan(static_cast<std::size_t>(b), size), size);
     }
   }
 
  private:
-  // The class group `j` draws (an index into windows_): class `c` with probability
-  // `weight(c) / total` over the range's classes, from a uniform double of 53 random bits.
-  [[nodiscard]] std::size_t window_of_group(std::int64_t j) const noexcept {
-    Engine engine = make_engine(keys_.group_class, static_cast<std::uint64_t>(j));
-    const std::uint64_t high = engine() >> 5U;  // 27 bits
-    const std::uint64_t low = engine() >> 6U;   // 26 bits
-    const double unit = static_cast<double>((high << 26U) | low) * 0x1p-53;
-    // One product, apart from any sum, so no platform fuses it differently.
-    const double target = unit * windows_.back().cumulative;
-    const auto it = std::ranges::upper_bound(windows_, target, {}, &ClassWindow::cumulative);
-    // `target` may round up to the total itself: it then belongs to the last class.
-    return it == windows_.end() ? windows_.size() - 1 : static_cast<std::size_t>(it - windows_.begin());
-  }
-
-  // Chunk `i` of the epoch, of the class in `window`: a uniform valid start of the class in the
-  // sampled ranges, the chunk cut to the epoch's remainder when it is the last.
-  [[nodiscard]] Slice chunk_of(std::int64_t i, std::size_t window) const noexcept {
-    const ClassWindow& w = windows_[window];
-    const ClassRuns& c = (*classes_)[w.index];
-    Engine engine = make_engine(keys_.chunk_start, static_cast<std::uint64_t>(i));
-    const std::int64_t target =
-        c.prefix[w.lo] + w.skipped + static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
-    // The run holding start number `target`: the last r in [lo, hi) with prefix[r] <= target.
-    const auto from = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.lo) + 1;
-    const auto to = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.hi) + 1;
-    const auto r = static_cast<std::size_t>(std::upper_bound(from, to, target) - c.prefix.begin()) - 1;
-    const std::int64_t start = c.runs[r].start + (target - c.prefix[r]);
-    const std::int64_t length = std::min(layout_.chunk_size, layout_.used_obs - i * layout_.chunk_size);
-    return {start, start + length};
-  }
-
-  std::shared_ptr<const std::vector<ClassRuns>> classes_;
-  std::vector<ClassWindow> windows_;
-  ClassLayout layout_;
+  ClassDraws draws_;
   ClassKeys keys_;
   std::int64_t group_chunks_;
   std::int64_t n_chunks_;

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// What ClassSampler and WeightedClassSampler share: their settings, the checks of their options,
+// the one scan of the codes into runs, the clipping of those runs to a mask or shard, and the
+// members DistributedSampler needs. They differ only in how an epoch's chunks are grouped into
+// classes and batches, which is their plan.
+
+#include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/checks.hpp>
+#include <chunksampler/detail/class_plan.hpp>
+#include <chunksampler/detail/errors.hpp>
+#include <chunksampler/detail/random.hpp>
+#include <chunksampler/plan.hpp>
+#include <chunksampler/ranges.hpp>
+#include <chunksampler/sampler.hpp>
+#include <chunksampler/sampler_base.hpp>
+#include <chunksampler/slice.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chunksampler::detail {
+
+/// The settings both class samplers take, in `ClassOptions`' order; each sampler's options
+/// convert to it.
+struct ClassConfig {
+  std::int64_t chunk_size = 0;
+  std::int64_t preload_nchunks = 0;
+  std::int64_t batch_size = 0;
+  bool drop_last = false;
+  std::optional<Ranges> mask = std::nullopt;
+  std::uint64_t seed = 0;
+  std::optional<std::int64_t> num_samples = std::nullopt;
+  std::vector<double> class_weights = {};
+};
+
+/// The members `ClassSampler` and `WeightedClassSampler` share (CRTP), beyond those of
+/// `SamplerBase`: their settings, `validate`, `epoch_size`, `with_shard` and `fingerprint`.
+/// `Derived` provides `name` and `plan(n_obs, epoch)`, built from `checked_scope` and `layout`;
+/// one with settings of its own hashes them into its own `fingerprint()`, which hides this one.
+///
+/// The codes are scanned once, at construction, into runs; only the runs of the classes with a
+/// positive weight are kept (memory grows with runs, not observations), shared by every copy,
+/// and never the codes. A mask (or a shard) is clipped to those runs once, when it is set.
+template <class Derived, EpochPlan Plan>
+class ClassSamplerBase : public SamplerBase<Derived, Plan> {
+ public:
+  /// Positions per batch; the last batch of an epoch may have fewer unless `drop_last()`.
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return config_.batch_size; }
+  /// The length of every chunk but the epoch's last, and the least length of a sampled run.
+  [[nodiscard]] std::int64_t chunk_size() const noexcept { return config_.chunk_size; }
+  /// Chunks per request.
+  [[nodiscard]] std::int64_t preload_nchunks() const noexcept { return config_.preload_nchunks; }
+  /// Whether the last, short batch of an epoch is dropped.
+  [[nodiscard]] bool drop_last() const noexcept { return config_.drop_last; }
+  /// Positions per epoch, as given (a shard's budget replaces it under `DistributedSampler`).
+  [[nodiscard]] std::int64_t num_samples() const noexcept { return *config_.num_samples; }
+  /// The weights as given; empty means every class alike.
+  [[nodiscard]] const std::vector<double>& class_weights() const noexcept { return config_.class_weights; }
+  /// Class codes `0..n_classes()-1`: `class_weights().size()`, or the largest code + 1.
+  [[nodiscard]] std::int64_t n_classes() const noexcept { return n_classes_; }
+  /// Always true: chunks are drawn with replacement, so rows may repeat within an epoch.
+  [[nodiscard]] static constexpr bool replacement() noexcept { return true; }
+  /// Always true: chunk starts, classes and rows are random.
+  [[nodiscard]] static constexpr bool shuffle() noexcept { return true; }
+  /// The observations sampled, one range or many; `std::nullopt` is all of `[0, n_obs)`.
+  [[nodiscard]] const std::optional<Ranges>& mask() const noexcept { return config_.mask; }
+
+  /// A hash of every setting that shapes an epoch (the options, the weights' bits, the budget
+  /// and the runs of the codes); states carry it.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept {
+    std::uint64_t h = fingerprint_seed(Derived::name);
+    const std::int64_t fields[] = {config_.chunk_size,
+                                   config_.preload_nchunks,
+                                   config_.batch_size,
+                                   config_.drop_last ? 1 : 0,
+                                   config_.mask ? 1 : 0,
+                                   config_.mask ? static_cast<std::int64_t>(config_.mask->hash()) : 0,
+                                   *config_.num_samples,
+                                   budget_.value_or(-1),
+                                   n_classes_,
+                                   n_obs_,
+                                   static_cast<std::int64_t>(config_.class_weights.size())};
+    for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
+    for (const double w : config_.class_weights) h = derive(h, std::bit_cast<std::uint64_t>(w));
+    return derive(h, runs_hash_);
+  }
+
+  /// Throws `ConfigError` if an epoch over `n_obs` observations cannot be served:
+  /// `n_obs` must be the number of codes, the mask inside it, and one of its ranges must hold a
+  /// whole chunk of a class with a positive weight.
+  void validate(std::int64_t n_obs) const { (void)checked_scope(n_obs); }
+
+  /// Positions one epoch holds before `drop_last`: `num_samples`, or a shard's budget.
+  [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const {
+    validate(n_obs);
+    return budget_.value_or(*config_.num_samples);
+  }
+
+  /// A copy that samples only `shard.mask` (runs clipped to each of its ranges), on the stream
+  /// `rng().spawn(shard.stream)`, whose epochs hold `shard.budget` positions; a mask past the
+  /// codes or without a chunk of a sampled class is refused when the copy is planned.
+  [[nodiscard]] Derived with_shard(const Shard& shard) const {
+    check_shard_budget(Derived::name, shard);
+    Derived copy = self();
+    copy.config_.mask = shard.mask;
+    copy.budget_ = shard.budget;
+    copy.rng_ = rng_.spawn(shard.stream);
+    copy.scope_ = copy.scope_of_mask();
+    return copy;
+  }
+
+ protected:
+  /// Checks `config` and scans `codes` once; throws `ConfigError` naming the first bad option, a
+  /// code outside `[0, 2^31)` by its position, or every class with a positive weight that has
+  /// runs shorter than `chunk_size`, or a mask that holds no chunk.
+  template <class T>
+  ClassSamplerBase(std::span<const T> codes, const ClassConfig& config)
+      : SamplerBase<Derived, Plan>(config.seed), config_(config) {
+    check_config();
+    scan(codes);
+    // The mask over the codes, refused now if it does not fit them or holds no chunk.
+    scope_ = scope_of_mask();
+    (void)checked_scope(n_obs_);
+  }
+
+  using SamplerBase<Derived, Plan>::rng_;
+
+  /// The scope, for an epoch over `n_obs` observations: the number of codes, where the mask
+  /// must hold a chunk of a sampled class.
+  [[nodiscard]] const ClassScope& checked_scope(std::int64_t n_obs) const {
+    if (n_obs != n_obs_)
+      throw_config("{}: n_obs ({}) must equal the number of class codes ({}): the codes describe exactly the loader's "
+                   "observations",
+                   Derived::name, n_obs, n_obs_);
+    if (scope_.windows.empty()) refuse_mask();
+    return scope_;
+  }
+
+  /// The shape of an epoch's requests and its positions (after `drop_last`).
+  [[nodiscard]] ClassLayout layout() const noexcept {
+    const std::int64_t budget = budget_.value_or(*config_.num_samples);
+    return {.chunk_size = config_.chunk_size,
+            .preload_nchunks = config_.preload_nchunks,
+            .batch_size = config_.batch_size,
+            .used_obs = config_.drop_last ? round_down(budget, config_.batch_size) : budget};
+  }
+
+ private:
+  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  void check_config() const {
+    const ClassConfig& o = config_;
+    check_request_shape(Derived::name, o.chunk_size, o.preload_nchunks, o.batch_size);
+    if (!o.num_samples)
+      throw_config("{}: num_samples must be set: the sampler draws with replacement, so an epoch has no "
+                   "natural size",
+                   Derived::name);
+    check_num_samples(Derived::name, *o.num_samples);
+    double total = 0;
+    bool positive = false;
+    for (std::size_t c = 0; c < o.class_weights.size(); ++c) {
+      const double w = o.class_weights[c];
+      if (!std::isfinite(w) || w < 0)
+        throw_config("{}: class_weights[{}] ({}) must be finite and >= 0", Derived::name, c, w);
+      positive = positive || w > 0;
+      total = total + w;
+    }
+    if (!o.class_weights.empty() && !positive)
+      throw_config("{}: class_weights (all {} are 0) must hold at least one weight > 0", Derived::name,
+                   o.class_weights.size());
+    if (!std::isfinite(total))
+      throw_config("{}: class_weights sum to {}; the sum must be finite", Derived::name, total);
+  }
+
+  // Scans the codes once into runs: checks each code, keeps the runs of sampled classes with
+  // their prefix sums, collects the short runs of sampled classes, and hashes every run.
+  template <class T>
+  void scan(std::span<const T> codes) {
+    const std::vector<double>& weights = config_.class_weights;
+    const std::int64_t chunk = config_.chunk_size;
+    n_obs_ = std::ssize(codes);
+    struct Short {
+      std::int64_t runs = 0;
+      std::int64_t shortest = 0;
+    };
+    std::map<std::int32_t, Short> short_runs;
+    std::map<std::int32_t, ClassRuns> kept;
+    std::int32_t max_code = -1;
+    std::uint64_t hash = 0x72756e73ULL;  // "runs"
+    std::int64_t start = 0;
+    for (std::int64_t i = 0; i < n_obs_; ++i) {
+      const T raw = codes[static_cast<std::size_t>(i)];
+      if (std::cmp_less(raw, 0) || std::cmp_greater(raw, std::numeric_limits<std::int32_t>::max()))
+        throw_config("{}: codes[{}] ({}) must be in [0, 2^31)", Derived::name, i, raw);
+      const auto code = static_cast<std::int32_t>(raw);
+      if (!weights.empty() && static_cast<std::size_t>(code) >= weights.size())
+        throw_config("{}: codes[{}] ({}) has no weight: class_weights has {} entries, one per class code",
+                     Derived::name, i, code, weights.size());
+      max_code = std::max(max_code, code);
+      if (i + 1 < n_obs_ && codes[static_cast<std::size_t>(i + 1)] == raw) continue;
+      const Slice run{start, i + 1};
+      start = i + 1;
+      hash = derive(derive(hash, static_cast<std::uint64_t>(run.stop)), static_cast<std::uint64_t>(code));
+      const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
+      if (weight <= 0) continue;
+      if (run.size() < chunk) {
+        Short& s = short_runs[code];
+        s.shortest = s.runs == 0 ? run.size() : std::min(s.shortest, run.size());
+        ++s.runs;
+        continue;
+      }
+      ClassRuns& c = kept[code];
+      if (c.runs.empty()) c = {.code = code, .weight = weight, .runs = {}, .prefix = {0}};
+      c.runs.push_back(run);
+      c.prefix.push_back(c.prefix.back() + run.size() - chunk + 1);
+    }
+    if (!short_runs.empty()) {
+      std::string list;
+      for (const auto& [code, s] : short_runs)
+        fmt::format_to(std::back_inserter(list), "{}class {} ({} short run{}, shortest {})", list.empty() ? "" : ", ",
+                       code, s.runs, s.runs == 1 ? "" : "s", s.shortest);
+      throw_config(
+          "{}: every run of a class with a positive weight must be at least chunk_size ({}) observations long; "
+          "classes with shorter runs: {}; lower chunk_size, regroup the observations, or give these classes weight 0",
+          Derived::name, chunk, list);
+    }
+    n_classes_ = weights.empty() ? std::int64_t{max_code} + 1 : std::ssize(weights);
+    runs_hash_ = hash;
+    auto table = std::make_shared<ClassTable>();
+    table->chunk_size = chunk;
+    table->classes.reserve(kept.size());
+    for (auto& entry : kept) table->classes.push_back(std::move(entry.second));
+    table_ = std::move(table);
+  }
+
+  // The classes the mask's ranges over the codes hold (an open-ended last range ends at the
+  // last code); no class when the mask does not fit the codes. Computed once per mask, at
+  // construction and in with_shard, and kept: clipping many ranges costs O((runs + ranges) log
+  // ranges), which validate and plan then never repeat.
+  [[nodiscard]] ClassScope scope_of_mask() const {
+    const std::optional<Ranges>& mask = config_.mask;
+    const Slice back = mask ? (*mask)[mask->size() - 1] : Slice{0, n_obs_};
+    if (back.open_ended() ? back.start >= n_obs_ : (back.stop > n_obs_ || back.empty())) return {};
+    if (!mask) return class_scope(table_, std::span<const Slice>(&back, 1));
+    const Ranges ranges = mask->resolve(n_obs_);
+    return class_scope(table_, ranges.slices());
+  }
+
+  // Why the scope is empty: the mask does not fit the codes, or holds no chunk.
+  [[noreturn]] void refuse_mask() const {
+    (void)check_mask_within(Derived::name, config_.mask, n_obs_);
+    const Ranges ranges = config_.mask ? config_.mask->resolve(n_obs_) : Ranges(0, n_obs_);
+    if (ranges.size() == 1)
+      throw_config(
+          "{}: the sampled range {} holds no chunk: no run of a class with a positive weight has chunk_size ({}) "
+          "observations inside it",
+          Derived::name, range_text(ranges[0]), config_.chunk_size);
+    throw_config(
+        "{}: the sampled ranges ({} ranges, the first {}) hold no chunk: no run of a class with a positive weight "
+        "has chunk_size ({}) observations inside one of them",
+        Derived::name, ranges.size(), range_text(ranges[0]), config_.chunk_size);
+  }
+
+  ClassConfig config_;
+  std::optional<std::int64_t> budget_;  // set by with_shard: replaces num_samples
+  std::int64_t n_obs_ = 0;
+  std::int64_t n_classes_ = 0;
+  std::uint64_t runs_hash_ = 0;
+  std::shared_ptr<const ClassTable> table_;
+  ClassScope scope_;  // what the mask's ranges hold of table_
+};
+
+}  // namespace chunksampler::detail
