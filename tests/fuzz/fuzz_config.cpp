@@ -53,7 +53,8 @@ struct Facts {
   bool pieces = false;              ///< requests filled with rows of grid chunks (RandomSampler, SequentialSampler)
   bool in_order = false;            ///< observations one after another (SequentialSampler)
   bool shards_rows = true;          ///< a shard is rows; false for a mixture, whose shards are fractions
-  std::vector<std::int32_t> codes;  ///< ClassSampler: every batch and chunk of one class of weight > 0
+  std::vector<std::int32_t> codes;  ///< ClassSampler: every chunk of one class of weight > 0
+  bool class_batches = true;        ///< with codes: every batch of one class (a WeightedClassSampler's mix)
   std::vector<double> class_weights;
   std::vector<std::int64_t> boundaries;  ///< MixtureSampler: a request reads one dataset's grid
   std::vector<double> weights;
@@ -105,12 +106,13 @@ struct Facts {
         check(f.codes[static_cast<std::size_t>(i)] == code, "chunk [{}, {}) spans two classes", chunk.start,
               chunk.stop);
     };
-    e.on_batch = [&f](std::span<const std::int64_t> observations) {
-      const std::int32_t code = f.codes[static_cast<std::size_t>(observations.front())];
-      for (const std::int64_t obs : observations)
-        check(f.codes[static_cast<std::size_t>(obs)] == code, "a batch mixes classes {} and {}", code,
-              f.codes[static_cast<std::size_t>(obs)]);
-    };
+    if (f.class_batches)
+      e.on_batch = [&f](std::span<const std::int64_t> observations) {
+        const std::int32_t code = f.codes[static_cast<std::size_t>(observations.front())];
+        for (const std::int64_t obs : observations)
+          check(f.codes[static_cast<std::size_t>(obs)] == code, "a batch mixes classes {} and {}", code,
+                f.codes[static_cast<std::size_t>(obs)]);
+      };
   }
   if (!f.boundaries.empty()) {
     const cs::Slice designated = shard.value_or(cs::Slice{0, f.boundaries.back()});
@@ -503,10 +505,43 @@ void class_sampler(FuzzedDataProvider& in) {
       in.ConsumeBool() ? in.ConsumeIntegralInRange<std::int64_t>(1, 3000) : size_value(in, 3000);
   const bool drop_last = in.ConsumeBool();
   const auto seed = in.ConsumeIntegral<std::uint64_t>();
-  context() = fmt::format("ClassSampler over {} codes ({} first), chunk_size {}, preload_nchunks {}, batch_size {}, "
-                          "n_obs {}, mask {}, num_samples {}, drop_last {}, seed {}, {} class weights",
-                          codes.size(), codes.front(), s.chunk_size, s.preload_nchunks, s.batch_size, n_obs,
-                          text_of(mask), num_samples, drop_last, seed, weights.size());
+  // Read last, so that inputs written before WeightedClassSampler still decode as they did.
+  const bool weighted = in.ConsumeBool();
+  const cs::Composition composition = in.ConsumeBool() ? cs::Composition::stratified : cs::Composition::independent;
+  context() =
+      fmt::format("{} over {} codes ({} first), chunk_size {}, preload_nchunks {}, batch_size {}, n_obs {}, "
+                  "mask {}, num_samples {}, drop_last {}, seed {}, {} class weights{}",
+                  weighted ? "WeightedClassSampler" : "ClassSampler", codes.size(), codes.front(), s.chunk_size,
+                  s.preload_nchunks, s.batch_size, n_obs, text_of(mask), num_samples, drop_last, seed, weights.size(),
+                  !weighted                                    ? ""
+                  : composition == cs::Composition::stratified ? ", stratified"
+                                                               : ", independent");
+  Facts f{.n_obs = n_obs,
+          .range = mask ? mask->resolve(n_obs) : cs::Slice{0, n_obs},
+          .epoch_rows = num_samples,
+          .chunk_size = s.chunk_size,
+          .preload_nchunks = s.preload_nchunks,
+          .batch_size = s.batch_size,
+          .drop_last = drop_last,
+          .replacement = true,
+          .codes = codes,
+          .class_batches = !weighted,
+          .class_weights = weights};
+  if (weighted) {
+    const auto sampler = made([&] {
+      return cs::WeightedClassSampler(codes, cs::WeightedClassOptions{.chunk_size = s.chunk_size,
+                                                                      .preload_nchunks = s.preload_nchunks,
+                                                                      .batch_size = s.batch_size,
+                                                                      .drop_last = drop_last,
+                                                                      .mask = mask,
+                                                                      .seed = seed,
+                                                                      .num_samples = num_samples,
+                                                                      .class_weights = weights,
+                                                                      .composition = composition});
+    });
+    if (sampler) run(in, *sampler, f);
+    return;
+  }
   const auto sampler = made([&] {
     return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
                                                     .preload_nchunks = s.preload_nchunks,
@@ -517,18 +552,7 @@ void class_sampler(FuzzedDataProvider& in) {
                                                     .num_samples = num_samples,
                                                     .class_weights = weights});
   });
-  if (!sampler) return;
-  const Facts f{.n_obs = n_obs,
-                .range = mask ? mask->resolve(n_obs) : cs::Slice{0, n_obs},
-                .epoch_rows = num_samples,
-                .chunk_size = s.chunk_size,
-                .preload_nchunks = s.preload_nchunks,
-                .batch_size = s.batch_size,
-                .drop_last = drop_last,
-                .replacement = true,
-                .codes = codes,
-                .class_weights = weights};
-  run(in, *sampler, f);
+  if (sampler) run(in, *sampler, f);
 }
 
 void mixture_sampler(FuzzedDataProvider& in) {

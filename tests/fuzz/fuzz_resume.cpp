@@ -341,21 +341,41 @@ void class_sampler(FuzzedDataProvider& in) {
         std::clamp<std::int64_t>(s.chunk_size, 1, 256) + in.ConsumeIntegralInRange<std::int64_t>(0, 60);
     for (std::int64_t i = 0; i < length && std::ssize(codes) < n_codes; ++i) codes.push_back(code);
   }
-  context() = fmt::format("ClassSampler over {} codes, chunk_size {}, preload_nchunks {}, batch_size {}", n_codes,
-                          s.chunk_size, s.preload_nchunks, s.batch_size);
-  // (A braced list is evaluated left to right: the input is read in the order written.)
+  const bool drop_last = in.ConsumeBool();
+  const auto seed = in.ConsumeIntegral<std::uint64_t>();
+  const auto num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000);
+  // Read last, so that inputs written before WeightedClassSampler still decode as they did.
+  const bool weighted = in.ConsumeBool();
+  const cs::Composition composition = in.ConsumeBool() ? cs::Composition::stratified : cs::Composition::independent;
+  context() = fmt::format("{} over {} codes, chunk_size {}, preload_nchunks {}, batch_size {}",
+                          weighted ? "WeightedClassSampler" : "ClassSampler", n_codes, s.chunk_size, s.preload_nchunks,
+                          s.batch_size);
+  if (weighted) {
+    const auto sampler = made([&] {
+      return cs::WeightedClassSampler(codes, cs::WeightedClassOptions{.chunk_size = s.chunk_size,
+                                                                      .preload_nchunks = s.preload_nchunks,
+                                                                      .batch_size = s.batch_size,
+                                                                      .drop_last = drop_last,
+                                                                      .mask = std::nullopt,
+                                                                      .seed = seed,
+                                                                      .num_samples = num_samples,
+                                                                      .class_weights = {},
+                                                                      .composition = composition});
+    });
+    if (sampler) run(in, *sampler, n_codes);
+    return;
+  }
   const auto sampler = made([&] {
     return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
                                                     .preload_nchunks = s.preload_nchunks,
                                                     .batch_size = s.batch_size,
-                                                    .drop_last = in.ConsumeBool(),
+                                                    .drop_last = drop_last,
                                                     .mask = std::nullopt,
-                                                    .seed = in.ConsumeIntegral<std::uint64_t>(),
-                                                    .num_samples = in.ConsumeIntegralInRange<std::int64_t>(1, 2000),
+                                                    .seed = seed,
+                                                    .num_samples = num_samples,
                                                     .class_weights = {}});
   });
-  if (!sampler) return;
-  run(in, *sampler, n_codes);
+  if (sampler) run(in, *sampler, n_codes);
 }
 
 void mixture_sampler(FuzzedDataProvider& in) {

@@ -70,6 +70,14 @@ const std::vector<std::int32_t> codes = class_codes();
   return cs::ClassSampler(codes,
                           {.chunk_size = 5, .preload_nchunks = 4, .batch_size = 10, .seed = 11, .num_samples = 700});
 }
+[[nodiscard]] cs::WeightedClassSampler weighted_base() {
+  return cs::WeightedClassSampler(codes, {.chunk_size = 5,
+                                          .preload_nchunks = 4,
+                                          .batch_size = 10,
+                                          .seed = 17,
+                                          .num_samples = 700,
+                                          .composition = cs::Composition::stratified});
+}
 [[nodiscard]] cs::MixtureSampler mixture_base() {
   return cs::MixtureSampler(
       {300, 200, 500},
@@ -130,6 +138,7 @@ template <class S>
   static const auto list = std::make_tuple(
       plain("plain random", random_base(), all), plain("plain sequential", sequential_base(), {100, 900}),
       plain("plain class", class_base(), all), plain("plain mixture", mixture_base(), all),
+      plain("plain weighted class", weighted_base(), all),
       distributed("random, rank 1 of 3, contiguous drop", random_base(), 1, 3,
                   {.mode = ShardMode::contiguous, .remainder = Remainder::drop}, all),
       distributed("random, rank 2 of 3, contiguous pad, unequal", random_base(), 2, 3,
@@ -147,7 +156,11 @@ template <class S>
       distributed("sequential, rank 1 of 2, global rotate", sequential_base(), 1, 2,
                   {.mode = ShardMode::global, .remainder = Remainder::rotate}, {100, 900}),
       distributed("class, rank 0 of 2, contiguous drop", class_base(), 0, 2, {.mode = ShardMode::contiguous}, all),
-      distributed("mixture, rank 1 of 2, global drop", mixture_base(), 1, 2, {.mode = ShardMode::global}, all));
+      distributed("mixture, rank 1 of 2, global drop", mixture_base(), 1, 2, {.mode = ShardMode::global}, all),
+      distributed("weighted class, rank 1 of 3, global pad", weighted_base(), 1, 3,
+                  {.mode = ShardMode::global, .remainder = Remainder::pad}, all),
+      distributed("weighted class, rank 0 of 2, contiguous drop", weighted_base(), 0, 2,
+                  {.mode = ShardMode::contiguous}, all));
   return list;
 }
 

@@ -59,7 +59,7 @@ void check(bool holds, fmt::format_string<Args...> format, Args&&... args) {
 /// rule was broken, then says which parameter, its value and the rule.
 inline constexpr std::string_view subjects[] = {
     "RandomSampler: ", "SequentialSampler: ", "ClassSampler: ", "MixtureSampler: ", "DistributedSampler: ",
-    "SamplerState: ",  "WorkerInfo: ",        "restore: ",      "Ranges: "};
+    "SamplerState: ",  "WorkerInfo: ",        "restore: ",      "Ranges: ",         "WeightedClassSampler: "};
 
 /// The subject `message` opens with, or an empty view when it names none.
 [[nodiscard]] inline std::string_view subject_of(std::string_view message) {
