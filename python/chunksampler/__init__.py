@@ -27,7 +27,14 @@ from ._errors import (
     StateFormatError,
     StateMismatchError,
 )
-from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler
+from ._samplers import (
+    ClassSampler,
+    DistributedSampler,
+    MixtureSampler,
+    RandomSampler,
+    SequentialSampler,
+    WeightedClassSampler,
+)
 from ._split import SplitReport, check_disjoint, split_mask
 from ._types import LoadRequest, RequestArrays, SamplerStateDict
 from ._workers import WorkerInfo
@@ -37,7 +44,9 @@ try:
 except PackageNotFoundError:  # imported from a build tree, not installed
     __version__ = "unknown"
 
-register_with_annbatch((RandomSampler, SequentialSampler, ClassSampler, MixtureSampler, DistributedSampler))
+register_with_annbatch(
+    (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler, DistributedSampler)
+)
 
 __all__ = [
     "ClassSampler",
@@ -55,6 +64,7 @@ __all__ = [
     "StateFormatError",
     "SamplerStateDict",
     "StateMismatchError",
+    "WeightedClassSampler",
     "WorkerInfo",
     "__version__",
     "check_disjoint",

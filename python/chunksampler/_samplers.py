@@ -32,13 +32,24 @@ from ._dist import DistInfo, resolve_dist_info
 from ._errors import ConfigError
 from ._types import LoadRequest, RequestArrays, SamplerStateDict
 
-__all__ = ["ClassSampler", "DistributedSampler", "MixtureSampler", "RandomSampler", "SequentialSampler"]
+__all__ = [
+    "ClassSampler",
+    "DistributedSampler",
+    "MixtureSampler",
+    "RandomSampler",
+    "SequentialSampler",
+    "WeightedClassSampler",
+]
 
 _MODES = {"contiguous": _chunksampler.ShardMode.contiguous, "global": _chunksampler.ShardMode.global_mode}
 _REMAINDERS = {
     "drop": _chunksampler.Remainder.drop,
     "pad": _chunksampler.Remainder.pad,
     "rotate": _chunksampler.Remainder.rotate,
+}
+_COMPOSITIONS = {
+    "independent": _chunksampler.Composition.independent,
+    "stratified": _chunksampler.Composition.stratified,
 }
 
 
@@ -396,7 +407,9 @@ class ClassSampler(_MaskedSampler):
         self._num_samples = index("num_samples", num_samples)
         categories = getattr(classes, "categories", None) if hasattr(classes, "codes") else None
         self._labels = None if categories is None else list(categories)
-        self._class_weights = [] if class_weights is None else _class_weights(class_weights, self._labels)
+        self._class_weights = (
+            [] if class_weights is None else _class_weights(type(self).__name__, class_weights, self._labels)
+        )
         self._codes = class_codes(classes)
         self._rng, self._seed = seed_from(rng)
         self._impl = self._build()
@@ -440,6 +453,88 @@ class ClassSampler(_MaskedSampler):
             f"ClassSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
             f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={len(self._codes)}, "
             f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed})"
+        )
+
+
+class WeightedClassSampler(ClassSampler):
+    """Class-weighted sampler with replacement, a drop-in for ``annbatch.samplers.WeightedClassSampler``:
+    every batch mixes the classes in proportion to ``class_weights``.
+
+    Chunks are chosen as ``ClassSampler`` chooses them (a class by weight among the classes the range
+    holds, then a uniformly random valid start of that class), with its arguments, rules and
+    errors, but each chunk has its own class and a request's rows are shuffled together before they
+    are cut into batches: a batch is a uniform sample without replacement of its request's rows.
+    ``composition`` (not in annbatch) says how a request's chunks get their classes:
+    ``"independent"`` (annbatch's) draws each chunk's class by weight, so a request matches the
+    weights in expectation; ``"stratified"`` gives every request of ``n`` chunks ``floor(n * s)`` or
+    ``ceil(n * s)`` chunks of a class of share ``s`` of the weights, and the epoch's chunks too. A
+    subclass of ``ClassSampler``, as annbatch's is; unlike annbatch's, it serves DataLoader workers,
+    restores exactly, and a ``DistributedSampler`` may wrap it.
+
+    >>> codes = np.repeat([0, 1, 2], 200)
+    >>> sampler = WeightedClassSampler(10, 10, 20, classes=codes, num_samples=1000, class_weights=[5, 3, 2],
+    ...                                composition="stratified", rng=np.random.default_rng(0))
+    >>> {tuple(np.bincount(codes[[c.start for c in r["requests"]]]).tolist()) for r in sampler.sample(600)}
+    {(5, 3, 2)}
+    """
+
+    def __init__(
+        self,
+        chunk_size: int,
+        preload_nchunks: int,
+        batch_size: int,
+        *,
+        classes: Any,
+        num_samples: int,
+        class_weights: Any = None,
+        mask: slice | Sequence[slice] | None = None,
+        drop_last: bool = False,
+        rng: np.random.Generator | None = None,
+        composition: Literal["independent", "stratified"] = "independent",
+    ) -> None:
+        # Strings first: an unhashable value would raise a TypeError from the lookup that names nothing.
+        if not isinstance(composition, str) or composition not in _COMPOSITIONS:
+            raise ConfigError(
+                f"WeightedClassSampler: composition ({composition!r}) must be one of {sorted(_COMPOSITIONS)}"
+            )
+        self._composition = composition
+        super().__init__(
+            chunk_size,
+            preload_nchunks,
+            batch_size,
+            classes=classes,
+            num_samples=num_samples,
+            class_weights=class_weights,
+            mask=mask,
+            drop_last=drop_last,
+            rng=rng,
+        )
+
+    def _build_codes(self) -> _chunksampler.Sampler:
+        return _chunksampler.weighted_class_sampler(
+            self._codes,
+            self._chunk_size,
+            self._preload_nchunks,
+            self._batch_size,
+            self._drop_last,
+            self._mask,
+            self._seed,
+            self._num_samples,
+            self._class_weights,
+            _COMPOSITIONS[self._composition],
+        )
+
+    @property
+    def composition(self) -> str:
+        """``"independent"`` (each chunk's class drawn by weight) or ``"stratified"`` (every request's
+        class counts within one chunk of the weights)."""
+        return self._impl.composition.name
+
+    def __repr__(self) -> str:
+        return (
+            f"WeightedClassSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
+            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={len(self._codes)}, "
+            f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed}, composition={self.composition!r})"
         )
 
 
@@ -533,7 +628,7 @@ class MixtureSampler(_Sampler):
         )
 
 
-def _class_weights(weights: object, labels: list[Any] | None) -> list[float]:
+def _class_weights(sampler: str, weights: object, labels: list[Any] | None) -> list[float]:
     """``class_weights`` as floats in the order of the class codes; with a Categorical, one per
     category."""
     pandas = sys.modules.get("pandas")
@@ -545,7 +640,7 @@ def _class_weights(weights: object, labels: list[Any] | None) -> list[float]:
     values = floats("class_weights", weights)
     if labels is not None and len(values) != len(labels):
         raise ConfigError(
-            f"ClassSampler: class_weights has {len(values)} entries; it needs one weight per class in "
+            f"{sampler}: class_weights has {len(values)} entries; it needs one weight per class in "
             f"classes.categories ({len(labels)})"
         )
     return values
@@ -562,16 +657,17 @@ def _with_labels(error: ConfigError, labels: list[Any] | None) -> ConfigError:
     return ConfigError(f"{error} (by label: classes {[labels[code] for code in codes]!r})")
 
 
-_Wrappable = (RandomSampler, SequentialSampler, ClassSampler, MixtureSampler)
+_Wrappable = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler)
 
 
 class DistributedSampler(_Sampler):
     """Gives each rank of a data-parallel job its disjoint share of a sampler's epochs, a drop-in
     for ``annbatch.samplers.DistributedSampler``.
 
-    ``sampler`` (a RandomSampler, SequentialSampler, ClassSampler or MixtureSampler) is copied:
-    later changes to it do not reach this one. ``dist_info`` gives rank and world size and is called
-    once, here: ``"torch"`` (``torch.distributed``, which must be initialized), ``"jax"``, ``"env"``
+    ``sampler`` (a RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler or
+    MixtureSampler) is copied: later changes to it do not reach this one. ``dist_info`` gives rank
+    and world size and is called once, here: ``"torch"`` (``torch.distributed``, which must be
+    initialized), ``"jax"``, ``"env"``
     (the launcher's variables: ``RANK``/``WORLD_SIZE`` as torchrun sets them, OpenMPI's, PMI's or
     Slurm's), or a callable returning ``(rank, world_size)``.
 
@@ -588,7 +684,7 @@ class DistributedSampler(_Sampler):
 
     def __init__(
         self,
-        sampler: RandomSampler | SequentialSampler | ClassSampler | MixtureSampler,
+        sampler: RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler,
         *,
         dist_info: DistInfo,
         enforce_equal_batches: bool = True,
@@ -597,8 +693,8 @@ class DistributedSampler(_Sampler):
     ) -> None:
         if not isinstance(sampler, _Wrappable):
             raise TypeError(
-                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler or MixtureSampler, "
-                f"got {type(sampler).__name__}"
+                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler "
+                f"or MixtureSampler, got {type(sampler).__name__}"
             )
         # Strings first: an unhashable value would raise a TypeError from the lookup that names nothing.
         if not isinstance(mode, str) or mode not in _MODES:
@@ -625,7 +721,7 @@ class DistributedSampler(_Sampler):
         )
 
     @property
-    def sampler(self) -> RandomSampler | SequentialSampler | ClassSampler | MixtureSampler:
+    def sampler(self) -> RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler:
         """A copy of the wrapped sampler as it was when this one was made."""
         return self._wrapped._copy()
 

@@ -17,13 +17,23 @@ import torch.utils.data
 
 from ._convert import index, optional_index
 from ._errors import ConfigError
-from ._samplers import ClassSampler, DistributedSampler, MixtureSampler, RandomSampler, SequentialSampler, _worker
+from ._samplers import (
+    ClassSampler,
+    DistributedSampler,
+    MixtureSampler,
+    RandomSampler,
+    SequentialSampler,
+    WeightedClassSampler,
+    _worker,
+)
 from ._types import RequestArrays, SamplerStateDict
 
 __all__ = ["BatchSampler"]
 
-_AnySampler = RandomSampler | SequentialSampler | ClassSampler | MixtureSampler | DistributedSampler
-_SAMPLERS = (RandomSampler, SequentialSampler, ClassSampler, MixtureSampler, DistributedSampler)
+_AnySampler = (
+    RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler | DistributedSampler
+)
+_SAMPLERS = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler, DistributedSampler)
 
 
 class _Iteration:
@@ -77,8 +87,8 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
     def __init__(self, sampler: _AnySampler, n_obs: int) -> None:
         if not isinstance(sampler, _SAMPLERS):
             raise TypeError(
-                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, MixtureSampler or "
-                f"DistributedSampler, got {type(sampler).__name__}"
+                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, "
+                f"MixtureSampler or DistributedSampler, got {type(sampler).__name__}"
             )
         n_obs = index("n_obs", n_obs)
         sampler.validate(n_obs)

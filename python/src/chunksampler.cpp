@@ -14,6 +14,7 @@
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/split.hpp>
+#include <chunksampler/weighted_class_sampler.hpp>
 #include <chunksampler/worker_info.hpp>
 
 #include <nanobind/nanobind.h>
@@ -46,9 +47,10 @@ namespace cs = chunksampler;
 namespace {
 
 using AnySampler =
-    std::variant<cs::RandomSampler, cs::SequentialSampler, cs::ClassSampler, cs::MixtureSampler,
-                 cs::DistributedSampler<cs::RandomSampler>, cs::DistributedSampler<cs::SequentialSampler>,
-                 cs::DistributedSampler<cs::ClassSampler>, cs::DistributedSampler<cs::MixtureSampler>>;
+    std::variant<cs::RandomSampler, cs::SequentialSampler, cs::ClassSampler, cs::WeightedClassSampler,
+                 cs::MixtureSampler, cs::DistributedSampler<cs::RandomSampler>,
+                 cs::DistributedSampler<cs::SequentialSampler>, cs::DistributedSampler<cs::ClassSampler>,
+                 cs::DistributedSampler<cs::WeightedClassSampler>, cs::DistributedSampler<cs::MixtureSampler>>;
 
 // Whether `S` is a DistributedSampler of one of the plain samplers.
 template <class S>
@@ -406,34 +408,56 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
-// A ClassSampler over codes of one integer type, scanned without the GIL.
+// One class code per observation, of one integer type, viewed where it lies.
 template <class Code>
-Sampler class_sampler(const nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>& codes,
-                      const cs::ClassOptions& options) {
+using CodesOf = nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// A ClassSampler or WeightedClassSampler over `codes`, scanned without the GIL.
+template <class S, class Code, class Options>
+Sampler class_sampler(const CodesOf<Code>& codes, const Options& options) {
   const std::span<const Code> view(codes.data(), codes.shape(0));
   nb::gil_scoped_release release;
-  return Sampler(cs::ClassSampler(view, options));
+  return Sampler(S(view, options));
 }
 
 template <class Code>
 void def_class_sampler(nb::module_& m) {
   m.def(
       "class_sampler",
-      [](const nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>& codes, std::int64_t chunk_size,
-         std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask,
-         std::uint64_t seed, std::int64_t num_samples, std::vector<double> class_weights) {
-        return class_sampler<Code>(codes, {.chunk_size = chunk_size,
-                                           .preload_nchunks = preload_nchunks,
-                                           .batch_size = batch_size,
-                                           .drop_last = drop_last,
-                                           .mask = ranges_of(mask),
-                                           .seed = seed,
-                                           .num_samples = num_samples,
-                                           .class_weights = std::move(class_weights)});
+      [](const CodesOf<Code>& codes, std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size,
+         bool drop_last, std::optional<PyMask> mask, std::uint64_t seed, std::int64_t num_samples,
+         std::vector<double> class_weights) {
+        return class_sampler<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = chunk_size,
+                                                                       .preload_nchunks = preload_nchunks,
+                                                                       .batch_size = batch_size,
+                                                                       .drop_last = drop_last,
+                                                                       .mask = ranges_of(mask),
+                                                                       .seed = seed,
+                                                                       .num_samples = num_samples,
+                                                                       .class_weights = std::move(class_weights)});
       },
       nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
       nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
       "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).");
+  m.def(
+      "weighted_class_sampler",
+      [](const CodesOf<Code>& codes, std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size,
+         bool drop_last, std::optional<PyMask> mask, std::uint64_t seed, std::int64_t num_samples,
+         std::vector<double> class_weights, cs::Composition composition) {
+        return class_sampler<cs::WeightedClassSampler>(
+            codes, cs::WeightedClassOptions{.chunk_size = chunk_size,
+                                            .preload_nchunks = preload_nchunks,
+                                            .batch_size = batch_size,
+                                            .drop_last = drop_last,
+                                            .mask = ranges_of(mask),
+                                            .seed = seed,
+                                            .num_samples = num_samples,
+                                            .class_weights = std::move(class_weights),
+                                            .composition = composition});
+      },
+      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
+      nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"), nb::arg("composition"),
+      "A C++ WeightedClassSampler over one class code per observation (int8, int16, int32 or int64).");
 }
 
 // A categorical column as Python passes it: its name, its codes (a 1-D int8, int16, int32 or
@@ -511,6 +535,10 @@ NB_MODULE(_chunksampler, m) {
       .value("drop", cs::Remainder::drop, "left out: the range's tail (annbatch)")
       .value("pad", cs::Remainder::pad, "nothing left out: a few rows repeat")
       .value("rotate", cs::Remainder::rotate, "left out from the tail in even epochs, the head in odd ones");
+  nb::enum_<cs::Composition>(m, "Composition", "How WeightedClassSampler chooses the classes of a request's chunks.")
+      .value("independent", cs::Composition::independent, "each chunk draws its class by weight (annbatch)")
+      .value("stratified", cs::Composition::stratified,
+             "every request's and the epoch's class counts within one chunk of the weights");
 
   def_iterator<Requests>(m, "Requests", "One epoch's load requests: an iterator of LoadRequest dicts.");
   def_iterator<RequestArrays>(m, "RequestArrays",
@@ -588,7 +616,18 @@ NB_MODULE(_chunksampler, m) {
               return std::make_pair(std::vector<double>{}, 0.0);
             });
           },
-          "A MixtureSampler's (weights, temperature).");
+          "A MixtureSampler's (weights, temperature).")
+      .def_prop_ro(
+          "composition",
+          [](const Sampler& s) {
+            return visit_plain(s, [](const auto& p) {
+              using P = std::decay_t<decltype(p)>;
+              if constexpr (std::is_same_v<P, cs::WeightedClassSampler>) return p.composition();
+              else throw nb::type_error("chunksampler: not a WeightedClassSampler");
+              return cs::Composition::independent;
+            });
+          },
+          "A WeightedClassSampler's composition.");
 
   m.def(
       "random_sampler",

@@ -7,13 +7,10 @@ Loaded with ``-p differences_plugin``. It reads ``differences.toml`` beside it a
   the wrong message or the wrong value. An error (AttributeError, TypeError, a missing module)
   fails the run even for a listed test, unless its entry names it (``raises``: a chunksampler or
   builtin exception), for a difference that is an error by design (a value chunksampler refuses);
-- deselects the parametrizations of the samplers listed under ``[deselect]`` while they are
-  stand-ins (chunksampler_names.py), and says why;
-- fails the run if a listed test id matches no test, or a ``[deselect]`` name is no longer a
-  stand-in, so the list cannot go stale;
+- fails the run if a listed test id matches no test, so the list cannot go stale;
 - refuses to run a test module that still holds one of annbatch's samplers, so the tests cannot
   quietly test annbatch against itself;
-- prints one line at the end: passed, expected differences by category, deselected, failed.
+- prints one line at the end: passed, expected differences by category, skipped, failed.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import chunksampler
-import chunksampler_names
 
 _LIST = Path(__file__).with_name("differences.toml")
 
@@ -46,7 +42,6 @@ class _Differences:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         listed = tomllib.loads(_LIST.read_text())
-        self.deselect: dict[str, str] = listed.get("deselect", {})
         self.reasons: dict[str, tuple[str, str, tuple[type[BaseException], ...]]] = {}
         for category, tests in listed.get("differences", {}).items():
             for nodeid, entry in tests.items():
@@ -57,7 +52,6 @@ class _Differences:
                 else:
                     self.reasons[nodeid] = (category, entry["reason"], (_exception(entry["raises"]),))
         self.stale: list[str] = []
-        self.deselected: Counter[str] = Counter()
         self.outcomes: dict[str, str] = {}
 
     def _whole_run(self) -> bool:
@@ -66,7 +60,7 @@ class _Differences:
         return not option.keyword and not option.markexpr and all("::" not in arg for arg in self.config.args)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for module in {item.module for item in items if item.module is not None}:
             held = [
                 name
@@ -76,34 +70,13 @@ class _Differences:
             if held:
                 raise pytest.UsageError(f"{module.__name__} still uses annbatch's {held}: rewrite.py missed them")
 
-        stand_ins = {}
-        for name in self.deselect:
-            value = getattr(chunksampler_names, name, None)
-            if chunksampler_names.is_stand_in(value):
-                stand_ins[value] = name
-            elif value is None:
-                self.stale.append(f"[deselect] {name}: chunksampler_names.py has no such name")
-            else:
-                self.stale.append(f"[deselect] {name}: chunksampler has it now, so its tests should run")
-
-        kept, dropped = [], []
         for item in items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            missing = [stand_ins[v] for v in params.values() if isinstance(v, type) and v in stand_ins]
-            if missing:
-                dropped.append(item)
-                self.deselected[missing[0]] += 1
-                continue
-            kept.append(item)
             if item.nodeid in self.reasons:
                 category, reason, raises = self.reasons[item.nodeid]
                 item.add_marker(pytest.mark.xfail(strict=True, raises=raises, reason=f"{category}: {reason}"))
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = kept
 
         if self._whole_run():
-            seen = {item.nodeid for item in kept}
+            seen = {item.nodeid for item in items}
             self.stale += [f"{nodeid}: no such test" for nodeid in self.reasons if nodeid not in seen]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -121,8 +94,6 @@ class _Differences:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
-        for name, count in sorted(self.deselected.items()):
-            write(f"deselected {count} tests of {name}: {self.deselect[name]}")
         for problem in self.stale:
             write(f"{_LIST.name} is stale: {problem}", red=True)
         counts = Counter(self.outcomes.values())
@@ -135,8 +106,6 @@ class _Differences:
         parts = [f"{counts['passed']} passed", f"{counts['xfailed']} expected differences"]
         if xfailed:
             parts[-1] += " (" + ", ".join(f"{c} {n}" for c, n in sorted(xfailed.items())) + ")"
-        if self.deselected:
-            parts.append(f"{sum(self.deselected.values())} deselected")
         if counts["skipped"]:
             parts.append(f"{counts['skipped']} skipped")
         parts.append(f"{counts['failed']} failed")

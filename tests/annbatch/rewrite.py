@@ -35,13 +35,13 @@ REWRITES: dict[str, list[tuple[str, str, int]]] = {
             ")\n"
             "from annbatch.samplers._utils import WorkerInfo\n",
             "from chunksampler import (\n"
+            "    ClassSampler,\n"
             "    DistributedSampler,\n"
             "    RandomSampler,\n"
             "    SequentialSampler,\n"
+            "    WeightedClassSampler,\n"
             ")\n"
-            "# chunksampler's, or stand-ins while the package lacks them (tests/annbatch)\n"
-            "from chunksampler_names import ClassSampler, WeightedClassSampler\n"
-            "from chunksampler_names import WorkerInfo\n",
+            "from chunksampler import WorkerInfo\n",
             1,
         ),
         ('"annbatch.samplers._chunk_sampler.get_torch_worker_info"', WORKERS, 4),
@@ -51,9 +51,9 @@ REWRITES: dict[str, list[tuple[str, str, int]]] = {
             "from annbatch.samplers import ClassSampler, WeightedClassSampler\n"
             "from annbatch.samplers._distributed_sampler import DistributedSampler\n"
             "from annbatch.samplers._utils import WorkerInfo\n",
+            "from chunksampler import ClassSampler, WeightedClassSampler\n"
             "from chunksampler import DistributedSampler\n"
-            "# chunksampler's, or stand-ins while the package lacks them (tests/annbatch)\n"
-            "from chunksampler_names import ClassSampler, WeightedClassSampler, WorkerInfo\n",
+            "from chunksampler import WorkerInfo\n",
             1,
         ),
         ('"annbatch.samplers._class_samplers._class_sampler.get_torch_worker_info"', WORKERS, 1),

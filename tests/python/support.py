@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import chunksampler as cs
 
-KINDS = ("random", "sequential", "class", "mixture")
+KINDS = ("random", "sequential", "class", "weighted", "mixture")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Config:
     num_samples: int | None = None
     codes: tuple[int, ...] = ()
     class_weights: tuple[float, ...] | None = None
+    composition: str = "independent"
     sizes: tuple[int, ...] = ()
     weights: tuple[float, ...] | None = None
     temperature: float = 1.0
@@ -56,6 +57,12 @@ class Config:
             )
         if self.kind == "sequential":
             return cs.SequentialSampler(**shape, drop_last=self.drop_last, mask=mask)
+        if self.kind == "weighted":
+            return cs.WeightedClassSampler(
+                **shape, classes=np.array(self.codes, dtype=np.int16), num_samples=self.num_samples,
+                class_weights=self.class_weights, mask=mask, drop_last=self.drop_last, rng=rng,
+                composition=self.composition,
+            )
         if self.kind == "class":
             return cs.ClassSampler(
                 **shape, classes=np.array(self.codes, dtype=np.int16), num_samples=self.num_samples,
@@ -109,10 +116,12 @@ class Config:
             args["num_samples"] = self.num_samples
         if self.kind == "random":
             args["replacement"] = int(self.replacement)
-        if self.kind == "class":
+        if self.kind in ("class", "weighted"):
             args["codes"] = ",".join(map(str, self.codes))
             if self.class_weights is not None:
                 args["class_weights"] = ",".join(map(repr, map(float, self.class_weights)))
+        if self.kind == "weighted":
+            args["composition"] = self.composition
         if self.kind == "mixture":
             args["sizes"] = ",".join(map(str, self.sizes))
             args["temperature"] = repr(float(self.temperature))
@@ -161,7 +170,8 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False
     ``many_ranges``, the mask of a sampler that takes one always has several ranges."""
     kind = draw(st.sampled_from(kinds))
     chunk_size = draw(st.integers(1, 8))
-    preload_nchunks = draw(st.integers(1, 3))
+    # A weighted sampler's requests mix their chunks' classes: more chunks a request give the mix room.
+    preload_nchunks = draw(st.integers(1, 6 if kind == "weighted" else 3))
     per_request = chunk_size * preload_nchunks
     batch_size = draw(st.sampled_from([d for d in range(1, per_request + 1) if per_request % d == 0]))
     fields: dict[str, Any] = {
@@ -176,7 +186,7 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False
         fields.update(n_obs=n_obs, mask=many_ranges_of(draw, n_obs) if many_ranges else _mask(draw, n_obs))
         if kind == "random" and draw(st.booleans()):
             fields.update(replacement=draw(st.booleans()), num_samples=draw(st.integers(1, n_obs)))
-    elif kind == "class":
+    elif kind in ("class", "weighted"):
         n_classes = draw(st.integers(1, 3))
         # Runs of at least chunk_size, every class among them, stretched to hold `floor` codes.
         runs = draw(st.lists(st.tuples(st.integers(0, n_classes - 1), st.integers(1, 3)), min_size=1, max_size=8))
@@ -189,6 +199,8 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False
             fields.update(class_weights=tuple(weights))
         if many_ranges or draw(st.booleans()):
             fields.update(mask=many_ranges_of(draw, len(codes)) if many_ranges else _mask(draw, len(codes)))
+        if kind == "weighted":
+            fields.update(composition=draw(st.sampled_from(["independent", "stratified"])))
     else:
         sizes = draw(st.lists(st.integers(chunk_size, 80), min_size=1, max_size=3))
         while sum(sizes) < floor:

@@ -1,8 +1,8 @@
 """The Python samplers make the C++ library's requests: for the same configuration and seed, every
 request (chunks, splits) and the state after it equal what a C++ program prints that uses the
-headers directly (tests/python/oracle/plan_dump.cpp), for all four samplers, plain and
-distributed in both modes, with workers, over two epochs; a configuration one refuses, the other
-refuses with the same message.
+headers directly (tests/python/oracle/plan_dump.cpp), for all five samplers (WeightedClassSampler
+in both compositions), plain and distributed in both modes, with workers, over two epochs; a
+configuration one refuses, the other refuses with the same message.
 
 The program's path comes from CHUNKSAMPLER_PLAN_DUMP (scripts/test_python.sh builds it); without
 it these tests are skipped."""
@@ -89,9 +89,18 @@ def test_distributed_samplers_make_the_cpp_requests(config):
 
 # Many-range masks alone: the draws above give them to a few configurations in a hundred.
 @settings(max_examples=120, deadline=None)
-@given(configs(kinds=("random", "sequential", "class"), many_ranges=True))
+@given(configs(kinds=("random", "sequential", "class", "weighted"), many_ranges=True))
 def test_many_range_masks_make_the_cpp_requests(config):
     event(f"{config.kind}, {'distributed ' + config.mode if config.world_size else 'plain'}")
+    check_against_oracle(config)
+
+
+# WeightedClassSampler alone, plain and distributed: the draws above give it a fifth of theirs, and
+# a composition passed wrongly shows only in the classes of a request's chunks.
+@settings(max_examples=200, deadline=None)
+@given(configs(kinds=("weighted",)))
+def test_weighted_class_samplers_make_the_cpp_requests(config):
+    event(f"{config.composition}, {'distributed ' + config.mode if config.world_size else 'plain'}")
     check_against_oracle(config)
 
 

@@ -22,6 +22,7 @@ def test_ships_typing_marker_and_stub():
     stub = (package / "_chunksampler.pyi").read_text()
     assert "class Sampler" in stub and "def random_sampler" in stub
     assert "def split_mask" in stub and "def check_disjoint" in stub
+    assert "def weighted_class_sampler" in stub and "class Composition" in stub
 
 
 def test_every_public_name_has_a_docstring():

@@ -22,6 +22,8 @@ BASES = {
     "random": Config("random", 10, 3, 6, N_OBS, seed=1, mask=(5, 590)),
     "sequential": Config("sequential", 10, 2, 5, N_OBS, mask=(0, 555)),
     "class": Config("class", 10, 2, 5, N_OBS, seed=2, codes=CODES, num_samples=600, class_weights=(1.0, 2.0, 1.0)),
+    "weighted": Config("weighted", 10, 2, 5, N_OBS, seed=4, codes=CODES, num_samples=600,
+                       class_weights=(1.0, 2.0, 1.0), composition="stratified"),
     "mixture": Config("mixture", 10, 2, 10, N_OBS, seed=3, sizes=(300, 200, 100), weights=(1.0, 1.0, 2.0)),
 }
 CONFIGS = {
@@ -104,7 +106,7 @@ def test_after_load_state_dict_the_restore_is_still_pending(name):
     assert batches(copy.sample(N_OBS)) == rest
 
 
-@pytest.mark.parametrize("name", ["random", "sequential", "class", "random-global"])
+@pytest.mark.parametrize("name", ["random", "sequential", "class", "weighted", "random-global"])
 def test_sample_arrays_mid_epoch(name):
     sampler = CONFIGS[name].make()
     iterator = sampler.sample_arrays(N_OBS)
@@ -153,7 +155,7 @@ def test_a_distributed_sampler_does_not_call_dist_info_again():
 
 def test_a_class_sampler_carries_its_codes_to_another_process():
     """The copy does not need the array it was made from: it is unpickled where that array is not."""
-    samplers = {name: CONFIGS[name].make() for name in ["class", "class-global"]}
+    samplers = {name: CONFIGS[name].make() for name in ["class", "class-global", "weighted", "weighted-contiguous"]}
     for sampler in samplers.values():
         it = sampler.sample(N_OBS)
         next(it)

@@ -38,3 +38,12 @@ def test_readme_splits_example_prints_what_the_readme_shows(tmp_path, monkeypatc
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md", "exec"), {})
     assert printed.getvalue() == shown
+
+
+def test_readme_weighted_example_prints_what_the_readme_shows():
+    code, shown = named_example("weighted")
+    assert len(code.strip().splitlines()) <= 15
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    assert printed.getvalue() == shown

@@ -19,6 +19,7 @@ samplers = [
     base,
     cs.SequentialSampler(chunk_size=10, preload_nchunks=1, batch_size=5),
     cs.ClassSampler(10, 1, 5, classes=np.zeros(100, dtype=np.int8), num_samples=50),
+    cs.WeightedClassSampler(10, 1, 5, classes=np.zeros(100, dtype=np.int8), num_samples=50, composition="stratified"),
     cs.MixtureSampler(10, 1, 5, sizes=[50, 50]),
     cs.DistributedSampler(base, dist_info=lambda: (0, 1)),
 ]

@@ -1,6 +1,6 @@
 """state_dict()/load_state_dict(): a fresh sampler of the same configuration and seed continues
-after any batch exactly as the uninterrupted epoch goes on, for every sampler kind, distributed in
-both modes, with workers; and an elastic restart of a global-mode job from 4 ranks to 3."""
+after any batch exactly as the uninterrupted epoch goes on, for every sampler kind (WeightedClassSampler
+in both compositions), distributed in both modes, with workers; and an elastic restart of a global-mode job from 4 ranks to 3."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import collections
 import numpy as np
 import pytest
 from conftest import epoch_batches, observations
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, event, given, reject, settings
 from support import as_lists, configs, picks, servable
 
 import chunksampler as cs
@@ -18,6 +18,19 @@ import chunksampler as cs
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_a_fresh_sampler_continues_after_every_batch(config):
+    check_resume_after_every_batch(config)
+
+
+# WeightedClassSampler alone, both compositions, plain and distributed: the draws above give it a
+# fifth of theirs.
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(configs(kinds=("weighted",)))
+def test_a_fresh_weighted_class_sampler_continues_after_every_batch(config):
+    event(f"{config.composition}, {'distributed ' + config.mode if config.world_size else 'plain'}")
+    check_resume_after_every_batch(config)
+
+
+def check_resume_after_every_batch(config):
     sampler = servable(config)
     if sampler is None:
         reject()

@@ -46,6 +46,11 @@ SAMPLERS = {
     "random-replacement": lambda: random(replacement=True, num_samples=64),
     "sequential-masked": lambda: cs.SequentialSampler(7, 3, 3, mask=slice(20, 90)),
     "class": lambda: cs.ClassSampler(4, 2, 4, classes=CLASSES, num_samples=40, rng=rng(1)),
+    "weighted": lambda: cs.WeightedClassSampler(4, 4, 8, classes=CLASSES, num_samples=40, rng=rng(1),
+                                                class_weights=[1, 2, 3, 4], composition="stratified"),
+    "weighted-distributed-global": lambda: cs.DistributedSampler(
+        cs.WeightedClassSampler(4, 4, 8, classes=CLASSES, num_samples=80, rng=rng(1)), dist_info=lambda: (1, 2),
+        mode="global"),
     "mixture": lambda: cs.MixtureSampler(4, 2, 4, sizes=[60, 43], weights=[1, 2], rng=rng(2)),
     "distributed-contiguous-1": lambda: distributed(1),
     "distributed-global-2": lambda: distributed(2, mode="global", remainder="pad"),

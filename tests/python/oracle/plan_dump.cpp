@@ -9,14 +9,14 @@
 //   plan_dump sampler=random n_obs=1000 chunk_size=10 preload_nchunks=2 batch_size=5 seed=7
 //             world_size=3 rank=1 mode=global remainder=pad epochs=2   (one command line)
 //
-// Keys: sampler (random, sequential, class, mixture), n_obs, chunk_size, preload_nchunks,
+// Keys: sampler (random, sequential, class, weighted, mixture), n_obs, chunk_size, preload_nchunks,
 // batch_size, drop_last (0/1), mask (ranges START:STOP or START:, by commas), seed, replacement (0/1), num_samples,
-// codes and class_weights (comma lists, class), sizes, weights (comma lists) and temperature
-// (mixture); world_size makes it a DistributedSampler with rank, mode (contiguous, global),
-// remainder (drop, pad, rotate), enforce_equal_batches (0/1); epoch, epochs, worker, num_workers.
-// sampler=split instead runs cs::split_mask over the columns named by `columns` (by commas), each
-// with codes.NAME, dtype.NAME (int8, int16, int32 or int64, the default) and categories.NAME
-// (names by commas; none by default), chunk_size and max_short_share; select holds the keys, by
+// codes and class_weights (comma lists, class and weighted), composition (independent, stratified;
+// weighted), sizes, weights (comma lists) and temperature (mixture); world_size makes it a DistributedSampler with
+// rank, mode (contiguous, global), remainder (drop, pad, rotate), enforce_equal_batches (0/1); epoch, epochs, worker,
+// num_workers. sampler=split instead runs cs::split_mask over the columns named by `columns` (by commas), each with
+// codes.NAME, dtype.NAME (int8, int16, int32 or int64, the default) and categories.NAME (names by commas; none by
+// default), chunk_size and max_short_share; select holds the keys, by
 // ';', each its values by ',' (#CODE a code, else a name); one_column=1 calls the one-column
 // form (the first column; each key one value). It prints one JSON line:
 //   {"ranges": [[start, stop], ...], "report": [runs, rows, short_runs, short_rows, short_share]}
@@ -30,6 +30,7 @@
 #include <chunksampler/sequential_sampler.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/split.hpp>
+#include <chunksampler/weighted_class_sampler.hpp>
 #include <chunksampler/worker_info.hpp>
 
 #include <fmt/format.h>
@@ -314,6 +315,23 @@ void run(Args& args) {
                                    .class_weights = args.reals("class_weights")};
     args.check_all_used();
     run(cs::ClassSampler(codes, options), job);
+  } else if (kind == "weighted") {
+    const std::vector<std::int64_t> codes = args.integers("codes");
+    const std::string composition = args.text("composition", "independent");
+    if (composition != "independent" && composition != "stratified")
+      throw std::invalid_argument("composition must be independent or stratified");
+    const cs::WeightedClassOptions options{.chunk_size = chunk_size,
+                                           .preload_nchunks = preload_nchunks,
+                                           .batch_size = batch_size,
+                                           .drop_last = drop_last,
+                                           .mask = args.mask(),
+                                           .seed = args.seed(),
+                                           .num_samples = args.optional_int("num_samples"),
+                                           .class_weights = args.reals("class_weights"),
+                                           .composition = composition == "stratified" ? cs::Composition::stratified
+                                                                                      : cs::Composition::independent};
+    args.check_all_used();
+    run(cs::WeightedClassSampler(codes, options), job);
   } else if (kind == "mixture") {
     std::vector<std::int64_t> sizes = args.integers("sizes");
     const std::optional<std::string> temperature = args.get("temperature");
@@ -328,7 +346,8 @@ void run(Args& args) {
     args.check_all_used();
     run(cs::MixtureSampler(std::move(sizes), options), job);
   } else {
-    throw std::invalid_argument(fmt::format("sampler {:?} must be random, sequential, class or mixture", kind));
+    throw std::invalid_argument(
+        fmt::format("sampler {:?} must be random, sequential, class, weighted or mixture", kind));
   }
 }
 
