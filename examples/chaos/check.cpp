@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "chaos/check.hpp"
 
-#include "common/arith.hpp"
 #include "common/parse.hpp"
+#include "common/promise.hpp"
 #include "common/training.hpp"
 
 #include <fmt/format.h>
@@ -25,9 +25,6 @@
 namespace chaos {
 
 namespace {
-
-using examples::ceil_div;
-using examples::round_down;
 
 using Counts = std::map<Batch, std::int64_t>;  // batches as multisets of observations (sorted), and how often
 
@@ -73,15 +70,12 @@ class References {
   }
 
  private:
-  // Batches per rank and which observations an epoch reads, by the README's formulas
-  // ("Shard modes and remainder policies"), with equal full batches.
+  // Batches per rank and which observations an epoch reads, by the README's formulas, with equal
+  // full batches.
   void check_promise(std::uint64_t epoch, std::int64_t w, const Reference& ref) {
     const std::int64_t n = job_.n_obs;
     const std::int64_t b = job_.batch_size;
-    const bool global = job_.mode == cs::ShardMode::global;
-    std::int64_t per_rank = 0;
-    if (job_.remainder == cs::Remainder::pad) per_rank = global ? ceil_div(n, w * b) : ceil_div(ceil_div(n, w), b);
-    else per_rank = global ? round_down(n, w * b) / (w * b) : round_down(n / w, b) / b;
+    const auto [per_rank, window] = examples::promise_of(job_.mode, job_.remainder, n, b, w, epoch);
     std::vector<std::int64_t> reads(static_cast<std::size_t>(n), 0);
     for (std::size_t r = 0; r < ref.ranks.size(); ++r) {
       if (std::ssize(ref.ranks[r]) != per_rank)
@@ -104,9 +98,6 @@ class References {
         failures_.fail("reference: epoch {} on {} ranks: {} observations never read (pad)", epoch, w, never);
       return;
     }
-    const std::int64_t read = w * per_rank * b;
-    const bool at_end = job_.remainder == cs::Remainder::rotate && epoch % 2 == 1;
-    const cs::Slice window = at_end ? cs::Slice{n - read, n} : cs::Slice{0, read};
     std::int64_t wrong = 0;
     for (std::int64_t i = 0; i < n; ++i) wrong += reads[static_cast<std::size_t>(i)] != (window.contains(i) ? 1 : 0);
     if (wrong > 0)

@@ -18,9 +18,9 @@
 //
 // Exit status: 0 when the job keeps every promise, 1 when it breaks one, 2 on a bad argument.
 
-#include "common/arith.hpp"
 #include "common/cli.hpp"
 #include "common/parse.hpp"
+#include "common/promise.hpp"
 #include "common/training.hpp"
 
 #include <chunksampler.hpp>
@@ -57,11 +57,9 @@ namespace {
 
 using examples::bad_argument;
 using examples::BadArgument;
-using examples::ceil_div;
 using examples::mode_name;
 using examples::parse_integer;
 using examples::remainder_name;
-using examples::round_down;
 
 // A larger job is still a fine test of the library, but not of this checker's bookkeeping.
 constexpr std::int64_t max_checked_obs = 100'000'000;
@@ -235,26 +233,6 @@ struct Report {
   }
 };
 
-// One epoch as planned on `world_size` ranks (with equal batches, as the job uses them).
-struct EpochPromise {
-  std::int64_t batches_per_rank = 0;
-  cs::Slice window;  // drop and rotate: the observations read; pad: all of them
-};
-
-EpochPromise promise_of(const Options& o, std::int64_t world_size, std::uint64_t epoch) {
-  const std::int64_t n = o.n_obs;
-  const std::int64_t b = o.batch_size;
-  if (o.remainder == cs::Remainder::pad) {
-    const std::int64_t per_rank =
-        o.mode == cs::ShardMode::contiguous ? ceil_div(ceil_div(n, world_size), b) : ceil_div(n, world_size * b);
-    return {per_rank, {0, n}};
-  }
-  const std::int64_t read =
-      o.mode == cs::ShardMode::contiguous ? world_size * round_down(n / world_size, b) : round_down(n, world_size * b);
-  const bool at_end = o.remainder == cs::Remainder::rotate && epoch % 2 == 1;
-  return {read / (world_size * b), at_end ? cs::Slice{n - read, n} : cs::Slice{0, read}};
-}
-
 // What the job did in one epoch, over all its runs.
 struct EpochReads {
   std::vector<int> count;             // reads per observation
@@ -265,7 +243,8 @@ struct EpochReads {
 EpochReads check_epoch(const Options& o, std::uint64_t epoch, const std::vector<const Run*>& runs, Report& report) {
   EpochReads reads{std::vector<int>(static_cast<std::size_t>(o.n_obs), 0)};
   const std::int64_t plan_world = runs.front()->front().world_size;
-  const EpochPromise promise = promise_of(o, plan_world, epoch);
+  const examples::EpochPromise promise =
+      examples::promise_of(o.mode, o.remainder, o.n_obs, o.batch_size, plan_world, epoch);
   std::int64_t unread = promise.batches_per_rank * plan_world;  // batches of the plan nobody has read yet
   std::int64_t previous_world = plan_world;
   for (const Run* run : runs) {
