@@ -158,10 +158,14 @@ inline int fsync_retrying(int fd) noexcept {
   const std::size_t space = fields.find(' ');
   const std::string_view version = fields.substr(0, space);
   const std::string expected = fmt::to_string(checkpoint_version);
+  // Whole of `digits`, in `base`, fits `value`.
+  const auto parses = [](std::string_view digits, auto& value, int base) {
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    return !digits.empty() && error == std::errc{} && end == digits.data() + digits.size();
+  };
   if (version != expected) {
     int number = 0;
-    const auto [end, error] = std::from_chars(version.data(), version.data() + version.size(), number);
-    if (error == std::errc{} && end == version.data() + version.size() && number > checkpoint_version)
+    if (parses(version, number, 10) && number > checkpoint_version)
       throw_state_mismatch(
           "load_state: checkpoint {:?} is of format {}{}, written by a newer version of chunksampler; this one reads "
           "format {}",
@@ -179,10 +183,6 @@ inline int fsync_retrying(int fd) noexcept {
       rest.starts_with(bytes_key) ? rest.substr(bytes_key.size(), crc_at - bytes_key.size()) : std::string_view{};
   const std::string_view crc_text =
       crc_at == std::string_view::npos ? std::string_view{} : rest.substr(crc_at + crc_key.size());
-  const auto parses = [](std::string_view digits, auto& value, int base) {
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
-    return !digits.empty() && error == std::errc{} && end == digits.data() + digits.size();
-  };
   const bool lower_hex =
       crc_text.size() == 8 && crc_text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
   if (!rest.starts_with(bytes_key) || crc_at == std::string_view::npos || !parses(bytes_text, bytes, 10) ||
