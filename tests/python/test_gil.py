@@ -43,3 +43,16 @@ def test_another_thread_runs_while_a_large_request_is_computed():
 def test_the_check_fails_for_a_call_that_holds_the_gil():
     # math.factorial computes in C without releasing the GIL.
     assert not all(another_thread_ran_during(lambda: math.factorial(60_000)) for _ in range(3))
+
+
+def test_another_thread_runs_while_class_codes_are_scanned():
+    # 30M int8 codes in 100 blocks: the constructor's scan into runs takes tens of milliseconds in
+    # C++, on the caller's array (no copy), without the GIL; both class samplers build the same way.
+    codes = np.repeat(np.arange(100, dtype=np.int8), 300_000)
+    for sampler in (cs.ClassSampler, cs.WeightedClassSampler):
+        assert any(
+            another_thread_ran_during(
+                lambda sampler=sampler: sampler(64, 4, 64, classes=codes, num_samples=1024, rng=np.random.default_rng(0))
+            )
+            for _ in range(3)
+        ), sampler.__name__
