@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the pictures in docs/: the shard planner (Release) draws one small job under each
 # shard mode and remainder policy, 3 epochs of 4 ranks over 950 observations (chunk 25, preload 2,
-# batch 25), a size that leaves 50 observations over so that each policy shows what it does.
+# batch 25), a size that leaves 50 observations over so that each policy shows what it does, and
+# the same job over a mask of three ranges, two of them off the 25-row storage grid.
 # Every run also checks its plan; the script stops at the first that fails.
 #   scripts/pictures.sh
 set -euo pipefail
@@ -11,12 +12,17 @@ planner="$(build_planner "$root")"
 
 mkdir -p "$root/docs"
 job=(--n-obs 950 --world-size 4 --chunk-size 25 --preload 2 --batch-size 25 --epochs 3)
-for picture in contiguous-drop contiguous-pad contiguous-rotate global-drop; do
-  mode="${picture%-*}"
-  remainder="${picture#*-}"
-  if ! report="$("$planner" "${job[@]}" --mode "$mode" --remainder "$remainder" --svg "$root/docs/$picture.svg" 2>&1)"; then
+# draw NAME ARGS...: docs/NAME.svg of the job with ARGS, or the planner's report and exit 1.
+draw() {
+  local picture="$1" report
+  shift
+  if ! report="$("$planner" "${job[@]}" "$@" --svg "$root/docs/$picture.svg" 2>&1)"; then
     echo "$report" >&2
     exit 1
   fi
   echo "docs/$picture.svg ($(wc -c <"$root/docs/$picture.svg") bytes)"
+}
+for picture in contiguous-drop contiguous-pad contiguous-rotate global-drop; do
+  draw "$picture" --mode "${picture%-*}" --remainder "${picture#*-}"
 done
+draw ranges-contiguous-drop --mask 0:180,260:530,610: --mode contiguous --remainder drop

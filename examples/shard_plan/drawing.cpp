@@ -93,7 +93,7 @@ std::vector<std::string> caption(const Job& job, const WalkExtent& x, const Pict
   lines.push_back(fmt::format("n_obs {}{}  ·  chunk_size {}  ·  preload_nchunks {}  ·  batch_size {}{}  ·  seed {}"
                               "  ·  {}{}",
                               o.n_obs,
-                              o.mask ? fmt::format("  ·  mask {}", short_ranges(job.mask.ranges())) : std::string{},
+                              o.mask ? fmt::format("  ·  mask: {}", short_ranges(job.mask.ranges())) : std::string{},
                               o.chunk_size, o.preload, job.b, o.drop_last ? "  ·  drop_last" : "", o.seed, drawn,
                               std::ssize(pic.epochs) < o.epochs ? fmt::format(" of {}", o.epochs) : std::string{}));
   if (o.split)

@@ -65,7 +65,7 @@ std::string short_slice(cs::Slice s) { return fmt::format("[{}, {})", short_numb
 std::string short_ranges(std::span<const cs::Slice> ranges) {
   const cs::Slice hull{ranges.front().start, ranges.back().stop};
   if (ranges.size() == 1) return short_slice(hull);
-  return fmt::format("{} in {} ranges", short_slice(hull), ranges.size());
+  return fmt::format("{} ranges within {}", ranges.size(), short_slice(hull));
 }
 
 std::string parity_list(std::uint64_t first, std::uint64_t epochs) {
