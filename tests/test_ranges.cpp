@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -265,6 +266,31 @@ TEST_CASE("a Slice converts to Ranges, so an optional<Ranges> mask takes one", "
   REQUIRE((*mask)[0] == cs::Slice{3, 9});
   std::vector<cs::Slice> seen(mask->begin(), mask->end());
   REQUIRE(seen == std::vector<cs::Slice>{{3, 9}});
+}
+
+TEST_CASE("hash: equal ranges hash alike however they are built, and any change of a bound changes it", "[ranges]") {
+  const cs::Ranges merged{{0, 10}, {10, 20}, {50, 60}};
+  const cs::Ranges direct{{0, 20}, {50, 60}};
+  const std::vector<cs::Slice> list{{0, 20}, {50, 60}};
+  CHECK(merged.hash() == direct.hash());
+  CHECK(cs::Ranges(list).hash() == direct.hash());
+  CHECK(cs::Ranges{{0, 20}, {40, 60}}.sub(0, 30).hash() == cs::Ranges{{0, 20}, {40, 50}}.hash());
+  CHECK(cs::Ranges{{0, 20}, {50, 60}, {70, 80}}.sub(0, 30).hash() == direct.hash());
+  for (const cs::Ranges& other :
+       {cs::Ranges{{0, 20}, {50, 61}}, cs::Ranges{{0, 20}, {51, 60}}, cs::Ranges{{0, 21}, {50, 60}},
+        cs::Ranges{{1, 20}, {50, 60}}, cs::Ranges{{0, 20}}, cs::Ranges{{0, 20}, cs::Slice::from(50)}})
+    CHECK(other.hash() != direct.hash());
+  // Computed the first time it is asked, by whichever threads ask together (ThreadSanitizer
+  // checks the publication), and kept for every copy.
+  const cs::Ranges fresh(list);
+  const cs::Ranges copy = fresh;  // NOLINT(performance-unnecessary-copy-initialization): shares the storage
+  std::vector<std::uint64_t> seen(8);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t t = 0; t < seen.size(); ++t) threads.emplace_back([&fresh, &seen, t] { seen[t] = fresh.hash(); });
+  }
+  for (const std::uint64_t h : seen) CHECK(h == direct.hash());
+  CHECK(copy.hash() == direct.hash());
 }
 
 TEST_CASE("grids at the top of the row space do not overflow", "[ranges]") {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -178,9 +179,21 @@ class Ranges {
     return Ranges(from_checked(std::move(kept)));
   }
 
-  /// A hash of the ranges (after merging), computed once: what a sampler's fingerprint holds of
-  /// its mask, in O(1).
-  [[nodiscard]] std::uint64_t hash() const noexcept { return data_->hash; }
+  /// A hash of the ranges (after merging): what a sampler's fingerprint holds of its mask. O(ranges)
+  /// the first time it is asked of a `Ranges` or any copy of it, O(1) after: the ranges a
+  /// distributed sampler cuts every epoch are never hashed.
+  [[nodiscard]] std::uint64_t hash() const noexcept {
+    const Data& data = *data_;
+    if (data.hashed.load(std::memory_order_acquire)) return data.hash.load(std::memory_order_relaxed);
+    // Threads that get here together compute and store the same value.
+    std::uint64_t hash = detail::mix64(data.ranges.size());
+    for (const Slice& range : data.ranges)
+      hash = detail::derive(detail::derive(hash, static_cast<std::uint64_t>(range.start)),
+                            static_cast<std::uint64_t>(range.stop));
+    data.hash.store(hash, std::memory_order_relaxed);
+    data.hashed.store(true, std::memory_order_release);
+    return hash;
+  }
 
   /// The inverse of `locate`: where `row` stands in the union (0-based), or `std::nullopt` when
   /// the union does not hold it; O(log ranges). Works on open-ended ranges too.
@@ -224,8 +237,9 @@ class Ranges {
  private:
   struct Data {
     std::vector<Slice> ranges;
-    std::vector<std::int64_t> before;  ///< observations in the ranges before range i
-    std::uint64_t hash = 0;            ///< of the ranges, for fingerprints
+    std::vector<std::int64_t> before;            ///< observations in the ranges before range i
+    mutable std::atomic<std::uint64_t> hash{0};  ///< of the ranges, for fingerprints, once `hashed`
+    mutable std::atomic<bool> hashed{false};
   };
 
   explicit Ranges(std::shared_ptr<const Data> data) noexcept : data_(std::move(data)) {}
@@ -292,14 +306,10 @@ class Ranges {
     auto data = std::make_shared<Data>();
     data->before.reserve(ranges.size());
     std::int64_t total = 0;
-    std::uint64_t hash = detail::mix64(ranges.size());
     for (const Slice& range : ranges) {
       data->before.push_back(total);
       if (!range.open_ended()) total += range.size();
-      hash = detail::derive(detail::derive(hash, static_cast<std::uint64_t>(range.start)),
-                            static_cast<std::uint64_t>(range.stop));
     }
-    data->hash = hash;
     data->ranges = std::move(ranges);
     return data;
   }
