@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// ClassSampler's members: its constructor and `plan`, declared below; those it shares with
-// WeightedClassSampler, declared in `detail::ClassSamplerBase`
-// (<chunksampler/detail/class_sampler_base.hpp>): `batch_size`, `chunk_size`, `preload_nchunks`,
+// ClassSampler's members: its constructor and `plan`, declared below; its options, `ClassOptions`,
+// and the members it shares with WeightedClassSampler, declared in `detail::ClassSamplerBase`,
+// in <chunksampler/detail/class_sampler_base.hpp>: `batch_size`, `chunk_size`, `preload_nchunks`,
 // `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
 // `fingerprint`, `validate`, `epoch_size` and `with_shard`; and those of `SamplerBase`
 // (<chunksampler/sampler_base.hpp>): `sample`, `n_batches`, `n_batches_left`, `epoch`,
@@ -26,22 +26,6 @@
 #include <vector>
 
 namespace chunksampler {
-
-/// Options of `ClassSampler`, in annbatch's order; designated initializers read as keywords.
-struct ClassOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
-  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
-  std::optional<Ranges> mask =
-      std::nullopt;                   ///< observations to sample (one range or many); all of [0, n_obs) by default
-  std::uint64_t seed = default_seed;  ///< every random choice descends from it
-  /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
-  std::optional<std::int64_t> num_samples = std::nullopt;
-  /// One weight per class code `0..C-1` (finite, >= 0, one > 0; 0 excludes the class); empty:
-  /// every class alike.
-  std::vector<double> class_weights = {};
-};
 
 /// One epoch of `ClassSampler` as an `EpochPlan` (what `plan()` returns).
 using ClassPlan = detail::ClassPlan;
@@ -82,14 +66,7 @@ class ClassSampler : public detail::ClassSamplerBase<ClassSampler, ClassPlan> {
   ClassSampler(const Codes& codes, const ClassOptions& options)
       : ClassSamplerBase(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes),
                                                                             std::ranges::size(codes)),
-                         {.chunk_size = options.chunk_size,
-                          .preload_nchunks = options.preload_nchunks,
-                          .batch_size = options.batch_size,
-                          .drop_last = options.drop_last,
-                          .mask = options.mask,
-                          .seed = options.seed,
-                          .num_samples = options.num_samples,
-                          .class_weights = options.class_weights}) {}
+                         options) {}
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
   [[nodiscard]] ClassPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {

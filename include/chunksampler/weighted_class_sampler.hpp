@@ -122,8 +122,9 @@ class WeightedClassSampler : public detail::ClassSamplerBase<WeightedClassSample
   }
 
  private:
-  // The shared settings, after the composition (checked first: the scan may be long).
-  static detail::ClassConfig config_of(const WeightedClassOptions& o) {
+  // The options ClassSampler would take, after the composition is checked (first: the scan may be
+  // long).
+  static ClassOptions config_of(const WeightedClassOptions& o) {
     if (o.composition != Composition::independent && o.composition != Composition::stratified)
       detail::throw_config("{}: composition ({}) must be Composition::independent (0) or Composition::stratified (1)",
                            name, static_cast<std::underlying_type_t<Composition>>(o.composition));

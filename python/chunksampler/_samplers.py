@@ -421,7 +421,11 @@ class ClassSampler(_MaskedSampler):
             raise _with_labels(error, self._labels) from None
 
     def _build_codes(self) -> _chunksampler.Sampler:
-        return _chunksampler.class_sampler(
+        return _chunksampler.class_sampler(*self._native_args())
+
+    def _native_args(self) -> tuple[Any, ...]:
+        """The arguments both class samplers' C++ constructors take, in their order."""
+        return (
             self._codes,
             self._chunk_size,
             self._preload_nchunks,
@@ -511,18 +515,7 @@ class WeightedClassSampler(ClassSampler):
         )
 
     def _build_codes(self) -> _chunksampler.Sampler:
-        return _chunksampler.weighted_class_sampler(
-            self._codes,
-            self._chunk_size,
-            self._preload_nchunks,
-            self._batch_size,
-            self._drop_last,
-            self._mask,
-            self._seed,
-            self._num_samples,
-            self._class_weights,
-            _COMPOSITIONS[self._composition],
-        )
+        return _chunksampler.weighted_class_sampler(*self._native_args(), _COMPOSITIONS[self._composition])
 
     @property
     def composition(self) -> str:

@@ -3,7 +3,8 @@
 
 // What ClassSampler and WeightedClassSampler share: their settings, the checks of their options,
 // the one scan of the codes into runs, the clipping of those runs to a mask or shard, and the
-// members DistributedSampler needs. They differ only in how an epoch's chunks are grouped into
+// members DistributedSampler needs; and `ClassOptions`, which ClassSampler takes and
+// WeightedClassSampler's options extend. They differ only in how an epoch's chunks are grouped into
 // classes and batches, which is their plan.
 
 #include <chunksampler/detail/arith.hpp>
@@ -13,6 +14,7 @@
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/ranges.hpp>
+#include <chunksampler/rng.hpp>
 #include <chunksampler/sampler.hpp>
 #include <chunksampler/sampler_base.hpp>
 #include <chunksampler/slice.hpp>
@@ -34,20 +36,28 @@
 #include <utility>
 #include <vector>
 
-namespace chunksampler::detail {
+namespace chunksampler {
 
-/// The settings both class samplers take, in `ClassOptions`' order; each sampler's options
-/// convert to it.
-struct ClassConfig {
-  std::int64_t chunk_size = 0;
-  std::int64_t preload_nchunks = 0;
-  std::int64_t batch_size = 0;
-  bool drop_last = false;
-  std::optional<Ranges> mask = std::nullopt;
-  std::uint64_t seed = 0;
+/// Options of `ClassSampler`, in annbatch's order; designated initializers read as keywords.
+/// `WeightedClassOptions` holds the same fields and its `composition`.
+struct ClassOptions {
+  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
+  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
+  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
+  bool drop_last = false;            ///< drop the epoch's last, short batch
+  std::optional<Ranges> mask =
+      std::nullopt;                   ///< observations to sample (one range or many); all of [0, n_obs) by default
+  std::uint64_t seed = default_seed;  ///< every random choice descends from it
+  /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
   std::optional<std::int64_t> num_samples = std::nullopt;
+  /// One weight per class code `0..C-1` (finite, >= 0, one > 0; 0 excludes the class); empty:
+  /// every class alike.
   std::vector<double> class_weights = {};
 };
+
+}  // namespace chunksampler
+
+namespace chunksampler::detail {
 
 /// The members `ClassSampler` and `WeightedClassSampler` share (CRTP), beyond those of
 /// `SamplerBase`: their settings, `validate`, `epoch_size`, `with_shard` and `fingerprint`.
@@ -130,7 +140,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
   /// code outside `[0, 2^31)` by its position, or every class with a positive weight that has
   /// runs shorter than `chunk_size`, or a mask that holds no chunk.
   template <class T>
-  ClassSamplerBase(std::span<const T> codes, const ClassConfig& config)
+  ClassSamplerBase(std::span<const T> codes, const ClassOptions& config)
       : SamplerBase<Derived, Plan>(config.seed), config_(config) {
     check_config();
     scan(codes);
@@ -165,7 +175,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
 
   void check_config() const {
-    const ClassConfig& o = config_;
+    const ClassOptions& o = config_;
     check_request_shape(Derived::name, o.chunk_size, o.preload_nchunks, o.batch_size);
     if (!o.num_samples)
       throw_config("{}: num_samples must be set: the sampler draws with replacement, so an epoch has no "
@@ -277,7 +287,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
         Derived::name, ranges.size(), range_text(ranges[0]), config_.chunk_size);
   }
 
-  ClassConfig config_;
+  ClassOptions config_;
   std::optional<std::int64_t> budget_;  // set by with_shard: replaces num_samples
   std::int64_t n_obs_ = 0;
   std::int64_t n_classes_ = 0;
