@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -41,6 +42,23 @@ template <class Count>
   return chi_square(observed, std::vector<double>(observed.size(), mean));
 }
 
+/// `chi_square` of `observed` counts against `probabilities` over the same keys: a key missing
+/// from `observed` counts 0, and each expected count is its probability times the total.
+template <class Key>
+[[nodiscard]] double chi_square_by_key(const std::map<Key, std::int64_t>& observed,
+                                       const std::map<Key, double>& probabilities) {
+  std::int64_t n = 0;
+  for (const auto& [k, count] : observed) n += count;
+  std::vector<std::int64_t> counts;
+  std::vector<double> expected;
+  for (const auto& [k, p] : probabilities) {
+    const auto it = observed.find(k);
+    counts.push_back(it == observed.end() ? 0 : it->second);
+    expected.push_back(p * static_cast<double>(n));
+  }
+  return chi_square(counts, expected);
+}
+
 /// The standard normal's 0.999 quantile.
 inline constexpr double normal_quantile_999 = 3.090232306167813;
 
@@ -49,6 +67,13 @@ inline constexpr double normal_quantile_999 = 3.090232306167813;
 [[nodiscard]] inline double wilson_hilferty_z(double chi, double df) {
   const double a = 2.0 / (9.0 * df);
   return (std::cbrt(chi / df) - (1.0 - a)) / std::sqrt(a);
+}
+
+/// `chi_square_by_key` as its Wilson-Hilferty z-score, with one degree of freedom fewer than keys.
+template <class Key>
+[[nodiscard]] double chi_square_z(const std::map<Key, std::int64_t>& observed,
+                                  const std::map<Key, double>& probabilities) {
+  return wilson_hilferty_z(chi_square_by_key(observed, probabilities), static_cast<double>(probabilities.size() - 1));
 }
 
 /// The 0.999 quantile of chi-square with `df` degrees of freedom, the inverse of

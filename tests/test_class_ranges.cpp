@@ -33,6 +33,7 @@ namespace cs = chunksampler;
 using namespace support::classes;
 using Catch::Matchers::Contains;
 using support::Batches;
+using support::chi_square_z;
 using support::ConfigRng;
 using support::DrawnRanges;
 using support::OwnedRequest;
@@ -86,23 +87,6 @@ std::vector<std::int64_t> drawn_starts(const cs::ClassSampler& sampler, std::int
     for (const cs::Slice& chunk : buffers.chunks) starts.push_back(chunk.start);
   }
   return starts;
-}
-
-// support::chi_square of `observed` counts against `probabilities` over the same keys (a key
-// missing from `observed` counts 0), as its Wilson-Hilferty z-score.
-template <class Key>
-double chi_square_z(const std::map<Key, std::int64_t>& observed, const std::map<Key, double>& probabilities) {
-  std::int64_t n = 0;
-  for (const auto& [k, count] : observed) n += count;
-  std::vector<std::int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [k, p] : probabilities) {
-    const auto it = observed.find(k);
-    counts.push_back(it == observed.end() ? 0 : it->second);
-    expected.push_back(p * static_cast<double>(n));
-  }
-  return support::wilson_hilferty_z(support::chi_square(counts, expected),
-                                    static_cast<double>(probabilities.size() - 1));
 }
 
 // The worked layout: class 0 in [0, 10) and [30, 40), class 1 in [10, 30).

@@ -23,22 +23,7 @@ namespace {
 namespace cs = chunksampler;
 using namespace support::classes;
 using support::chi_square_999;
-
-// support::chi_square of `observed` counts against `probabilities` over the same keys: a key
-// missing from `observed` counts 0, and each expected count is its probability times the total.
-template <class Key>
-double chi_square_by_key(const std::map<Key, std::int64_t>& observed, const std::map<Key, double>& probabilities) {
-  std::int64_t n = 0;
-  for (const auto& [k, count] : observed) n += count;
-  std::vector<std::int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [k, p] : probabilities) {
-    const auto it = observed.find(k);
-    counts.push_back(it == observed.end() ? 0 : it->second);
-    expected.push_back(p * static_cast<double>(n));
-  }
-  return support::chi_square(counts, expected);
-}
+using support::chi_square_by_key;
 
 // "key:count key:count ..." for messages.
 template <class Key, class Value>

@@ -39,6 +39,7 @@ using namespace support::classes;
 using Catch::Matchers::Contains;
 using support::Batches;
 using support::ceil_div;
+using support::chi_square_z;
 using support::ConfigRng;
 using support::OwnedRequest;
 using support::Tally;
@@ -133,23 +134,6 @@ void check_epoch(const Weighted& w, const cs::Ranges& ranges, std::int64_t used,
     INFO("the epoch's class " << k << ": " << epoch_counts[k] << " of " << rec.chunks.size() << " chunks");
     CHECK(within_one(epoch_counts[k], std::ssize(rec.chunks), weight_of(w.c.weights, k), total));
   }
-}
-
-// `z` of a chi-square statistic of `observed` counts against `probabilities` over the same keys (a
-// key missing from `observed` counts 0).
-template <class Key>
-double chi_square_z(const std::map<Key, std::int64_t>& observed, const std::map<Key, double>& probabilities) {
-  std::int64_t n = 0;
-  for (const auto& [k, count] : observed) n += count;
-  std::vector<std::int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [k, p] : probabilities) {
-    const auto it = observed.find(k);
-    counts.push_back(it == observed.end() ? 0 : it->second);
-    expected.push_back(p * static_cast<double>(n));
-  }
-  return support::wilson_hilferty_z(support::chi_square(counts, expected),
-                                    static_cast<double>(probabilities.size() - 1));
 }
 
 // The chunks of epoch `epoch` of `sampler` over `n_obs`, request by request, from its plan.
