@@ -103,3 +103,15 @@ thin_stacks_env() {
   site=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
   "$base/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' >"$site/_chunksampler_stacks.pth"
 }
+
+# Builds chunksampler's wheel for the stacks' Python 3.12 (BASE, from ensure_stacks_env) into OUT,
+# with warnings as errors, in BUILD_DIR: the build tools in a thin environment over the stacks,
+# whose numpy nanobind's stub generator imports.
+build_wheel() {
+  local root="$1" base="$2" out="$3" build_dir="$4"
+  local env="$build_dir-env"
+  thin_stacks_env "$base" "$env"
+  "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "scikit-build-core>=0.10" "nanobind>=2.0"
+  "$env/bin/python" -m pip wheel "$root" --quiet --disable-pip-version-check --no-input --wheel-dir "$out" --no-deps \
+    --no-build-isolation --config-settings=cmake.define.CHUNKSAMPLER_WERROR=ON --config-settings=build-dir="$build_dir"
+}

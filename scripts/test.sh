@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers), the Python package's tests (scripts/test_python.sh), annbatch's own sampler tests against
-# it (scripts/test_annbatch.sh) and the lint (scripts/lint.sh),
+# consumers), the Python package's tests (scripts/test_python.sh: with PyPI's torch 2 and its
+# training stacks, and with Debian's Python and torch), annbatch's own sampler tests against it
+# (scripts/test_annbatch.sh) and the lint (scripts/lint.sh),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, once more under
 # ThreadSanitizer, and the fuzz targets briefly.
 #   scripts/test.sh
@@ -21,12 +22,20 @@ cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
 cmake --build --preset dev -j "$jobs"
 ctest --preset dev -j "$jobs"
 
-# The Python package: the wheel built, installed into a fresh virtual environment and tested
-# there (tests/python); about two minutes.
+# The Python package, built once for Python 3.12 into a wheel both stages below install. Its
+# tests (tests/python) in a fresh virtual environment over PyPI's training stacks (torch 2,
+# Lightning, torchdata, scvi-tools, JAX; made once per machine, about 3 minutes the first time),
+# the integrations' multi-process jobs included, then on Debian's Python 3.11 and torch 1.13.
+stacks=$(ensure_stacks_env "$(pwd)")
+python_work=$(mktemp -d)
+trap 'rm -rf "$python_work"' EXIT
+build_wheel "$(pwd)" "$stacks" "$python_work/wheels" "$python_work/build"
+export CHUNKSAMPLER_WHEEL_DIR="$python_work/wheels"
 bash scripts/test_python.sh
 # annbatch 0.3.1's own sampler tests against the package, in Python 3.12 with the real annbatch
 # (about a minute).
 bash scripts/test_annbatch.sh
+unset CHUNKSAMPLER_WHEEL_DIR
 
 # clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the
 # sanitizer and fuzz runs below have still had their say.

@@ -54,19 +54,24 @@ exec 3>&2
 ) >"$work/test-env.log" 2>&1 &
 test_env=$!
 
-# Our wheel for 3.12, built as scripts/test_python.sh builds it for Debian's python3.
-"$python312" -m venv "$work/build-env"
-"$work/build-env/bin/pip" "${pip_install[@]}" "scikit-build-core>=0.10" "nanobind>=2.0"
-"$work/build-env/bin/pip" wheel "$root" "${pip_quiet[@]}" --wheel-dir "$work/wheels" --no-deps --no-build-isolation \
-  --config-settings=cmake.define.CHUNKSAMPLER_WERROR=ON --config-settings=build-dir="$work/build"
-echo "test_annbatch.sh: wheel built in ${SECONDS}s" >&2
+# Our wheel for 3.12: from $CHUNKSAMPLER_WHEEL_DIR (scripts/test.sh builds it once for this script
+# and scripts/test_python.sh), else built here.
+wheels="${CHUNKSAMPLER_WHEEL_DIR:-}"
+if [ -z "$wheels" ]; then
+  wheels="$work/wheels"
+  "$python312" -m venv "$work/build-env"
+  "$work/build-env/bin/pip" "${pip_install[@]}" "scikit-build-core>=0.10" "nanobind>=2.0"
+  "$work/build-env/bin/pip" wheel "$root" "${pip_quiet[@]}" --wheel-dir "$wheels" --no-deps --no-build-isolation \
+    --config-settings=cmake.define.CHUNKSAMPLER_WERROR=ON --config-settings=build-dir="$work/build"
+  echo "test_annbatch.sh: wheel built in ${SECONDS}s" >&2
+fi
 
 if ! wait "$test_env"; then
   cat "$work/test-env.log" >&2
   echo "test_annbatch.sh: setting up the test environment failed (above)" >&2
   exit 1
 fi
-"$work/test-env/bin/pip" "${pip_install[@]}" --no-deps "$work"/wheels/chunksampler-*.whl
+"$work/test-env/bin/pip" "${pip_install[@]}" --no-deps "$wheels"/chunksampler-*-cp312-*.whl
 echo "test_annbatch.sh: environments ready in ${SECONDS}s" >&2
 
 tests=(tests/test_sampler.py tests/test_class_sampler.py)
