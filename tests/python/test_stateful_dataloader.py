@@ -17,7 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import chunksampler as cs
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchdata.stateful_dataloader")
@@ -211,3 +214,26 @@ def test_state_once_a_newer_iterator_is_made_is_where_that_one_begins():
     resumed = random_batches()
     resumed.load_state_dict(state)
     assert list(resumed) == epoch1 == list(newer)
+
+
+def test_state_between_epochs_keeps_settings_changed_after_construction():
+    # The next epoch's start is read from a copy of the sampler: it must have the sampler's current
+    # weights and mask, or the state would be refused (another fingerprint) or resume other batches.
+    def mixture():
+        return cs.MixtureSampler(4, 2, 4, sizes=[60, 43], weights=[1, 2], rng=np.random.default_rng(2))
+
+    def masked():
+        return cs.ClassSampler(4, 2, 4, classes=job.CLASSES, num_samples=40, rng=np.random.default_rng(1))
+
+    for make, change in ((mixture, lambda s: s.update_weights([3, 1], temperature=2.0)),
+                         (masked, lambda s: setattr(s, "mask", [slice(0, 40), slice(60, 103)]))):
+        batches = BatchSampler(make(), job.N_OBS)
+        list(batches)
+        change(batches.sampler)
+        state = batches.state_dict()
+        assert (state["epoch"], state["batches_done"]) == (1, 0)
+        resumed_sampler = make()
+        change(resumed_sampler)
+        resumed = BatchSampler(resumed_sampler, job.N_OBS)
+        resumed.load_state_dict(state)
+        assert list(resumed) == list(batches)
