@@ -38,14 +38,17 @@ _SAMPLERS = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSample
 
 class _Iteration:
     """Where one ``__iter__`` stands: ``first`` batches of its epoch were behind it when it began (a
-    restored point), it yields ``total`` and has yielded ``yielded``."""
+    restored point), it yields ``total`` and has yielded ``yielded``; ``ticket`` numbers the
+    ``__iter__`` call that made it, and ``ended`` says its iterator has raised StopIteration."""
 
-    __slots__ = ("first", "total", "yielded")
+    __slots__ = ("ended", "first", "ticket", "total", "yielded")
 
-    def __init__(self, first: int, total: int) -> None:
+    def __init__(self, first: int, total: int, ticket: int) -> None:
         self.first = first
         self.total = total
+        self.ticket = ticket
         self.yielded = 0
+        self.ended = False
 
 
 def _rows(request: RequestArrays) -> np.ndarray:
@@ -95,6 +98,7 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         self._sampler = sampler
         self._n_obs = n_obs
         self._iteration: _Iteration | None = None
+        self._tickets = 0  # __iter__ calls so far
 
     @property
     def sampler(self) -> _AnySampler:
@@ -122,12 +126,36 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         batches. The epoch begins at the first ``next()``, not at ``iter()``, as with torch's own
         samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
         only the second iterator."""
+        self._tickets += 1
+        return self._play(self._tickets)
+
+    def _play(self, ticket: int) -> Iterator[list[int]]:
         worker = _worker(None)  # the DataLoader worker this process is, else the whole rank
         whole = self._sampler.n_batches(self._n_obs, worker=worker)
         left = self._sampler.n_batches_left(self._n_obs, worker=worker)
         requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
-        self._iteration = iteration = _Iteration(whole - left, left)
+        self._iteration = iteration = _Iteration(whole - left, left, ticket)
         yield from self._batches(requests, iteration)
+        iteration.ended = True
+
+    def _current(self) -> _Iteration | None:
+        """The iteration whose next batch is the next one this BatchSampler serves, or None when that
+        is the next iteration's first: none has begun since ``set_epoch``/``load_state_dict``, or the
+        last one has ended (its iterator raised StopIteration), or a newer iterator was made after it
+        began (a new DataLoader iterator, for the next epoch)."""
+        iteration = self._iteration
+        if iteration is None or iteration.ended or iteration.ticket != self._tickets:
+            return None
+        return iteration
+
+    def _next_state(self) -> SamplerStateDict:
+        """The state where the next iteration begins: a pending restore's point, else the start of the
+        epoch the sampler plays next (read from a fresh copy, so the sampler is left as it is)."""
+        if self._iteration is None:
+            return self._sampler.state_dict()
+        fresh = self._sampler._copy()
+        fresh.set_epoch(self._sampler.epoch)
+        return fresh.state_dict()
 
     @staticmethod
     def _batches(requests: Iterator[RequestArrays], iteration: _Iteration) -> Iterator[list[int]]:
@@ -160,18 +188,30 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
         ``for k, batch in enumerate(loader, 1): ...; state = batch_sampler.state_dict(batches_done=k)``.
         ``batches_done`` counts from where this iteration began (after a restore, the restored
         point), as ``enumerate`` does; the dict's own ``"batches_done"`` counts from the epoch's
-        start. Before the first iteration (or after ``set_epoch``/``load_state_dict``), the sampler's
-        ``state_dict()``: where the next iteration begins."""
+        start.
+
+        Where no iteration is under way, the state is where the next one begins: before the first
+        iteration, after ``set_epoch``/``load_state_dict``, once the iteration's iterator has raised
+        StopIteration (the start of the next epoch, which the next iteration plays), or once a newer
+        iterator has been made. So a state taken between epochs resumes the next epoch, not the
+        finished one's empty rest: torchdata's ``StatefulDataLoader`` (which calls this method and
+        ``load_state_dict`` itself) resumes exactly, with or without workers, mid-epoch or between
+        epochs."""
         done = optional_index("batches_done", batches_done)
         iteration = self._iteration
-        if iteration is None:
-            if done not in (None, 0):
+        if done is None:
+            current = self._current()
+            if current is None:
+                return self._next_state()
+            return self._sampler.state_dict(current.first + current.yielded)
+        # A count from the loop: a prefetching DataLoader may have ended the iterator while the loop
+        # still has its last batches to finish, so an ended iteration still counts.
+        if iteration is None or iteration.ticket != self._tickets:
+            if done != 0:
                 raise ConfigError(
                     f"BatchSampler.state_dict: batches_done ({done}) must be 0 before an iteration has begun"
                 )
-            return self._sampler.state_dict()
-        if done is None:
-            done = iteration.yielded
+            return self._next_state()
         if not 0 <= done <= iteration.total:
             raise ConfigError(
                 f"BatchSampler.state_dict: batches_done ({done}) must be in [0, {iteration.total}], the batches "
@@ -189,11 +229,12 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
     def __getstate__(self) -> dict[str, Any]:
         state = {key: value for key, value in self.__dict__.items() if key != "_iteration"}
         # Where the copy's next iteration starts: where this one's current iteration stands (the
-        # sampler alone knows only whole requests), or after it ends, at the next epoch's start.
-        iteration = self._iteration
-        if iteration is None:
+        # sampler alone knows only whole requests), or after it has yielded its batches or been
+        # left for a newer iterator, at the next epoch's start.
+        current = self._current()
+        if self._iteration is None:
             state["_resume"] = None
-        elif iteration.yielded < iteration.total:
+        elif current is not None and current.yielded < current.total:
             state["_resume"] = ("state", self.state_dict())
         else:
             state["_resume"] = ("epoch", self._sampler.epoch)

@@ -1,0 +1,86 @@
+"""Step 3 of the multi-GPU walk-through: the real job. torchrun starts one process per rank; each
+joins torch.distributed, builds its DistributedSampler with ``dist_info="torch"`` (rank and world
+size from the process group), and streams its shard of the collection through annbatch's Loader
+onto its own device (its GPU if there is one, else the CPU), densifying each sparse batch there.
+
+    python -m torch.distributed.run --nproc_per_node 2 stream.py [DIR] [--rows ROWS.npz]
+
+Each rank prints what it streamed, in rank order; then the ranks exchange the cells they read and
+rank 0 checks that no cell was read twice (exit status 1 if one was) and, given ``--rows``, saves
+each rank's cells, in the order read, to ROWS.npz (arrays ``rank0``, ``rank1``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import torch
+import torch.distributed as dist
+import zarr
+from annbatch import DatasetCollection, Loader
+
+import chunksampler
+
+warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+
+
+def in_rank_order(text: str) -> None:
+    """Prints ``text`` on every rank, rank 0 first, so the job's output reads the same every run."""
+    for rank in range(dist.get_world_size()):
+        if rank == dist.get_rank():
+            print(text, flush=True)
+        dist.barrier()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", nargs="?", default=".", help="the folder holding ddp_collection.zarr")
+    parser.add_argument("--rows", type=Path, help="where rank 0 saves every rank's cells (.npz)")
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")  # on GPUs, "nccl" for the training's own collectives
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+
+    collection = DatasetCollection(zarr.open(Path(args.dir) / "ddp_collection.zarr", mode="r"))
+    # The same seed on every rank; the rank and world size come from the process group.
+    base = chunksampler.RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=np.random.default_rng(0))
+    sampler = chunksampler.DistributedSampler(base, dist_info="torch")
+    loader = Loader(batch_sampler=sampler, preload_to_gpu=False, return_index=True, to="torch")
+    loader.use_collection(collection, load_adata=lambda group: ad.AnnData(X=ad.io.sparse_dataset(group["X"])))
+
+    rows, batches, cells = 0, 0, []
+    for batch in loader:
+        x = batch["X"].to(device).to_dense()  # a sparse CSR batch, densified on this rank's device
+        rows += x.shape[0]
+        batches += 1
+        cells.append(batch["index"])
+    in_rank_order(f"[rank {rank}/{world}] {device} streamed {rows} rows in {batches} batches")
+
+    mine = np.concatenate(cells)
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    read = np.concatenate(everyone)
+    distinct = np.unique(read).size
+    if rank == 0:
+        print(f"{world} shards, disjoint: {distinct} distinct cells of {loader.n_obs} read once each, "
+              f"{loader.n_obs - distinct} left out", flush=True)
+        if args.rows is not None:
+            np.savez(args.rows, **{f"rank{r}": cells for r, cells in enumerate(everyone)})
+    dist.barrier()
+    dist.destroy_process_group()
+    if distinct != read.size:
+        raise SystemExit(f"rank {rank}: the shards overlap: {read.size - distinct} cells were read twice")
+
+
+if __name__ == "__main__":
+    main()

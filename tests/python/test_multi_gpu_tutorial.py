@@ -1,0 +1,90 @@
+"""examples/python/multi_gpu/: annbatch's "Distributed / multi-GPU training" walk-through with
+chunksampler's samplers. The three steps run as a user runs them (the job under torchrun with 2
+processes) and print exactly the lines the walk-through shows: 39 batches a rank, 9,984 cells
+each (20,000 cells, 2 ranks, whole batches of 256). The job's saved cells are each rank's sampler
+epoch as chunksampler computes it, batch for batch, and the two ranks' cells are disjoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import epoch_batches, rng
+
+for module in ("torch", "annbatch", "anndata", "zarr", "scipy"):
+    pytest.importorskip(module)
+import torch  # noqa: E402
+
+import chunksampler as cs  # noqa: E402
+
+STEPS = Path(__file__).resolve().parents[2] / "examples" / "python" / "multi_gpu"
+N_CELLS, WORLD_SIZE = 20_000, 2
+
+
+def run(args: list[str], timeout: float) -> str:
+    """Runs this interpreter on ``args`` in its own process group (killed whole if it outlives
+    ``timeout``) and returns its stdout; fails the test on a non-zero exit."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             encoding="utf-8", env=env, start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise
+    assert child.returncode == 0, f"{' '.join(args)} exited with {child.returncode}:\n{out}\n{err[-3000:]}"
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_sampler(rank: int) -> cs.DistributedSampler:
+    """The sampler each step builds for ``rank``, with the rank from a callable."""
+    base = cs.RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=rng(0))
+    return cs.DistributedSampler(base, dist_info=lambda: (rank, WORLD_SIZE))
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    where = tmp_path_factory.mktemp("multi_gpu")
+    out = run([str(STEPS / "make_collection.py"), str(where)], timeout=120)
+    assert out == "ddp_collection.zarr: 2 datasets of 10000 + 10000 = 20000 cells x 256 genes, CSR, " \
+                  "512000 non-zero values\n"
+    return where
+
+
+def test_inspecting_the_ranks_prints_39_batches_an_epoch_for_each(collection):
+    out = run([str(STEPS / "inspect_ranks.py"), str(collection)], timeout=120)
+    assert out == "rank 0 of 2 → 39 batches/epoch\nrank 1 of 2 → 39 batches/epoch\n"
+    # 10,000 cells a rank, whole batches of 256: 39, and 16 cells of each shard left out.
+    assert [rank_sampler(rank).n_batches(N_CELLS) for rank in range(WORLD_SIZE)] == [39, 39]
+
+
+def test_torchrun_job_streams_each_rank_its_disjoint_shard(collection, tmp_path):
+    rows = tmp_path / "rows.npz"
+    out = run(["-m", "torch.distributed.run", "--nproc_per_node", str(WORLD_SIZE), "--master_addr", "127.0.0.1",
+               "--master_port", str(free_port()), "--monitor_interval", "0.1",
+               str(STEPS / "stream.py"), str(collection), "--rows", str(rows)], timeout=150)
+    devices = [f"cuda:{rank}" if torch.cuda.device_count() >= WORLD_SIZE else "cpu" for rank in range(WORLD_SIZE)]
+    assert out == (f"[rank 0/2] {devices[0]} streamed 9984 rows in 39 batches\n"
+                   f"[rank 1/2] {devices[1]} streamed 9984 rows in 39 batches\n"
+                   "2 shards, disjoint: 19968 distinct cells of 20000 read once each, 32 left out\n")
+    saved = np.load(rows)
+    cells = [saved[f"rank{rank}"] for rank in range(WORLD_SIZE)]
+    for rank, read in enumerate(cells):
+        # annbatch's Loader read exactly the batches chunksampler's sampler named, in its order.
+        assert read.tolist() == np.concatenate(epoch_batches(rank_sampler(rank), N_CELLS)).tolist()
+        assert read.size == 9984 == np.unique(read).size
+    assert not set(cells[0].tolist()) & set(cells[1].tolist())
+    assert 0 <= min(c.min() for c in cells) and max(c.max() for c in cells) < N_CELLS
