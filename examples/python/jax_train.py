@@ -16,8 +16,8 @@ process; on CPU JAX runs the collective over gloo), so every process keeps the s
     python examples/python/jax_train.py cells.zarr --make-data --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 0 &
     python examples/python/jax_train.py cells.zarr --make-data --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 1
 
-    # under Slurm or Open MPI, jax.distributed.initialize() finds all three by itself
-    srun --ntasks 2 python examples/python/jax_train.py cells.zarr
+    # under Slurm or Open MPI, jax.distributed.initialize() finds the coordinator, count and id itself
+    srun --ntasks 2 python examples/python/jax_train.py cells.zarr --make-data
 
 The task: tell three synthetic cell types apart from log1p counts of 20 genes (--make-data writes
 them as two .h5ad "donor" files and shuffles them into the collection with annbatch's
@@ -44,7 +44,7 @@ N_TYPES = 3
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("data", help="the DatasetCollection (a .zarr directory)")
     parser.add_argument("--make-data", action="store_true", help="write DATA first if it does not exist (process 0)")
     parser.add_argument("--cells", type=int, default=4000, help="cells --make-data writes (%(default)s)")
@@ -61,7 +61,8 @@ def parse_args(argv=None):
     group = parser.add_argument_group("the processes (none given: jax.distributed.initialize() detects them)")
     group.add_argument("--launch", type=int, metavar="N",
                        help="start N processes of this script on this machine and wait for them")
-    group.add_argument("--timeout", type=float, default=600, help="--launch: seconds before they are killed (%(default)s)")
+    group.add_argument("--timeout", type=float, default=600,
+                       help="--launch: seconds before they are killed (%(default)s)")
     group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, which every process joins")
     group.add_argument("--num-processes", type=int, metavar="N")
     group.add_argument("--process-id", type=int, metavar="I")
@@ -81,14 +82,15 @@ def parse_args(argv=None):
 
 
 def launch(args, argv):
-    """Starts args.launch processes of this script, joined at a free port on 127.0.0.1; prints
-    each one's standard output in process order once all have finished (their standard error
-    passes straight through, and gloo's connection notices are left out). If one fails, or --timeout passes, kills the others (a process
-    whose peer died would wait in a collective)."""
+    """Starts args.launch processes of this script, joined at a free port on 127.0.0.1, and prints
+    each one's standard output in process order once all have finished (less gloo's connection
+    notice; standard error passes straight through). If one fails, or --timeout passes, kills the
+    others: a process whose peer died would wait for it in a collective."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    forwarded = [a for i, a in enumerate(argv) if a != "--launch" and (i == 0 or argv[i - 1] != "--launch")]
+    forwarded = [a for i, a in enumerate(argv)
+                 if not (a == "--launch" or a.startswith("--launch=") or (i > 0 and argv[i - 1] == "--launch"))]
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")  # one CPU device per process
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -99,12 +101,11 @@ def launch(args, argv):
         logs.append(tempfile.TemporaryFile("w+"))
         command = [sys.executable, __file__, *forwarded, "--coordinator", f"127.0.0.1:{port}",
                    "--num-processes", str(args.launch), "--process-id", str(i)]
-        processes.append(subprocess.Popen(command, env=env, stdout=logs[-1]))  # stderr: straight through
-    deadline = time.monotonic() + args.timeout
-    failed = None
+        processes.append(subprocess.Popen(command, env=env, stdout=logs[-1]))
+    deadline, timed_out = time.monotonic() + args.timeout, False
     while any(p.poll() is None for p in processes):
-        failed = next((i for i, p in enumerate(processes) if p.poll() not in (None, 0)), None)
-        if failed is not None or time.monotonic() > deadline:
+        timed_out = time.monotonic() > deadline
+        if timed_out or any(p.poll() not in (None, 0) for p in processes):
             for p in processes:
                 if p.poll() is None:
                     p.kill()
@@ -113,13 +114,11 @@ def launch(args, argv):
     codes = [p.wait() for p in processes]
     for log in logs:
         log.seek(0)
-        # Less gloo's notice, which its C++ prints to stdout: "[Gloo] Rank 0 is connected to 1 peer ranks. ..."
+        # gloo's C++ prints "[Gloo] Rank 0 is connected to 1 peer ranks. ..." to standard output.
         sys.stdout.write("".join(line for line in log if not line.startswith("[Gloo] ")))
-    if failed is None and any(c != 0 for c in codes):
-        failed = next(i for i, c in enumerate(codes) if c != 0)
-    if failed is not None or any(c != 0 for c in codes):
-        why = f"process {failed} exited with {codes[failed]}" if failed is not None else f"--timeout {args.timeout:g} s passed"
-        sys.exit(f"jax_train.py --launch: {why}; exit codes {codes}")
+    if any(codes):
+        killed = f" (killed after --timeout {args.timeout:g} s)" if timed_out else ""
+        sys.exit(f"jax_train.py --launch: exit codes {codes}{killed}")
 
 
 # --- the data: a DatasetCollection of synthetic cells ---------------------------------------------
@@ -168,21 +167,22 @@ def main(argv=None):
     if args.launch is not None:
         return launch(args, argv)
 
+    # Here, not at the top: --launch needs none of them. Importing them starts nothing in JAX.
     import jax
     import jax.numpy as jnp
+    from annbatch import DatasetCollection, Loader
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
+
+    import chunksampler
 
     # Before any other JAX call. With no arguments JAX detects Slurm, Open MPI, TPU pods, ...
     try:
         jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
     except ValueError as error:  # no arguments and no cluster JAX knows
-        sys.exit(f"jax_train.py: jax.distributed.initialize(): {str(error).rstrip('.')}; outside Slurm, Open MPI or a TPU pod, "
-                 "give --launch N, or --coordinator, --num-processes and --process-id")
-    from annbatch import DatasetCollection, Loader  # after initialize(): it imports jax, and may use it
-
-    import chunksampler
+        sys.exit(f"jax_train.py: jax.distributed.initialize(): {str(error).rstrip('.')}; outside Slurm, Open MPI "
+                 "or a TPU pod, give --launch N, or --coordinator, --num-processes and --process-id")
 
     me, processes = jax.process_index(), jax.process_count()
     if args.make_data and me == 0 and not Path(args.data).exists():

@@ -35,7 +35,9 @@ def _launcher() -> tuple[int, int] | None:
 
 
 # The launchers' variables, as dist_info="env" reads them (C++ detail::launcher_variables), for messages.
-_LAUNCHER_VARIABLES = "RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS"
+_LAUNCHER_VARIABLES = (
+    "RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS"
+)
 
 
 def _jax() -> tuple[int, int]:

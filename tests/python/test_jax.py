@@ -217,8 +217,8 @@ def test_launcher_naming_more_processes_than_jax_joined_is_refused_fewer_is_not(
     for i, process in enumerate(job):
         refused = process["launcher_says_4"]
         assert refused["error"] == "DistEnvironmentError" and refused["runtime_error"]
-        assert refused["message"].startswith(
-            f"dist_info='jax': jax.distributed joined 3 process(es) (this is process {i}), but the launcher's variables")
+        assert refused["message"].startswith(f"dist_info='jax': jax.distributed joined 3 process(es) (this is "
+                                             f"process {i}), but the launcher's variables")
         assert f"say there are 4 (this is rank {i}): the processes outside JAX's job would read the same shards" \
             in refused["message"]
         assert process["launcher_says_1"] == {"rank": i, "world_size": 3}
