@@ -7,6 +7,7 @@ from typing import Literal, Union
 
 from . import _chunksampler
 from ._convert import index
+from ._errors import ConfigError, DistEnvironmentError
 
 __all__ = ["DistInfo", "resolve_dist_info"]
 
@@ -24,15 +25,73 @@ def _torch() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def _jax() -> tuple[int, int]:
-    import jax  # only when asked for: jax is optional
+def _launcher() -> tuple[int, int] | None:
+    """What the launcher's variables say, ``(rank, world_size)``, or None where they say nothing
+    readable (none set, a rank without its world size, a value that is not an integer)."""
+    try:
+        return _chunksampler.dist_from_env()
+    except (DistEnvironmentError, ConfigError):
+        return None
 
+
+# The launchers' variables, as dist_info="env" reads them (C++ detail::launcher_variables), for messages.
+_LAUNCHER_VARIABLES = (
+    "RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS"
+)
+
+
+def _jax() -> tuple[int, int]:
+    """``(jax.process_index(), jax.process_count())`` of an initialized ``jax.distributed`` job.
+
+    Refuses, rather than report one process, where a wrong answer would make every process read
+    the whole dataset unnoticed:
+
+    - ``jax.distributed`` not initialized: on CPU and GPU, JAX would say "process 0 of 1" in every
+      process (and asking would start its backend, after which ``jax.distributed.initialize()`` can
+      no longer be called), so this raises ``DistEnvironmentError`` naming
+      ``jax.distributed.initialize()``, and touches nothing in JAX, whatever the launcher's
+      variables say (they only add to the message). annbatch's ``dist_info="jax"`` raises here too
+      (a plain RuntimeError). A TPU pod, where JAX counts hosts without ``jax.distributed``, calls
+      ``jax.distributed.initialize()`` as well (JAX recommends it) or passes a callable.
+    - the launcher's variables (those ``dist_info="env"`` reads) name more processes than JAX
+      joined: processes outside JAX's job would read the same shards, so this raises
+      ``DistEnvironmentError`` with both counts. Where they name fewer, or nothing readable,
+      JAX's count stands: its processes have met at the coordinator, and their shards are
+      disjoint whatever the environment says; the ranks are always JAX's.
+    - jax missing: ``ModuleNotFoundError`` (an ImportError) naming the package.
+    """
+    try:
+        import jax  # only when asked for: jax is optional
+    except ImportError as error:
+        raise ModuleNotFoundError(
+            f"dist_info='jax' needs the jax package, and importing it failed ({error}); install it "
+            "(pip install jax) or pass another dist_info ('torch', 'env' or a callable returning (rank, world_size))",
+            name="jax",
+        ) from error
+
+    launcher = _launcher()
     if not jax.distributed.is_initialized():
-        raise RuntimeError(
-            "JAX distributed is not initialized; call jax.distributed.initialize() before creating a "
-            "DistributedSampler with dist_info='jax'"
+        said = (
+            f"; the launcher's variables ({_LAUNCHER_VARIABLES}) say this is rank {launcher[0]} of {launcher[1]}"
+            if launcher is not None and launcher[1] > 1
+            else ""
         )
-    return jax.process_index(), jax.process_count()
+        raise DistEnvironmentError(
+            "dist_info='jax': jax.distributed is not initialized (on CPU and GPU, JAX then counts every "
+            f"process as process 0 of 1, and each would read the whole dataset){said}. Call "
+            "jax.distributed.initialize() in every process, before any other JAX call, then create the "
+            "DistributedSampler (one process alone: use the sampler itself, or dist_info=lambda: (0, 1))"
+        )
+    rank, world_size = jax.process_index(), jax.process_count()
+    if launcher is not None and launcher[1] > world_size:
+        raise DistEnvironmentError(
+            f"dist_info='jax': jax.distributed joined {world_size} process(es) (this is process {rank}), "
+            f"but the launcher's variables ({_LAUNCHER_VARIABLES}) say there are {launcher[1]} (this is rank "
+            f"{launcher[0]}): the processes outside JAX's job would read the same shards. Pass "
+            "jax.distributed.initialize() the launcher's num_processes and process_id, or, if the launcher's "
+            "processes really run separate JAX jobs, dist_info=lambda: (jax.process_index(), jax.process_count())"
+        )
+    return rank, world_size
 
 
 def _env() -> tuple[int, int]:
