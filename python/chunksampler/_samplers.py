@@ -660,7 +660,8 @@ class DistributedSampler(_Sampler):
     ``sampler`` (a RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler or
     MixtureSampler) is copied: later changes to it do not reach this one. ``dist_info`` gives rank
     and world size and is called once, here: ``"torch"`` (``torch.distributed``, which must be
-    initialized), ``"jax"``, ``"env"``
+    initialized), ``"jax"`` (an initialized ``jax.distributed``: ``jax.process_index()``,
+    ``jax.process_count()``; refused before ``jax.distributed.initialize()``), ``"env"``
     (the launcher's variables: ``RANK``/``WORLD_SIZE`` as torchrun sets them, OpenMPI's, PMI's or
     Slurm's), or a callable returning ``(rank, world_size)``.
 

@@ -18,9 +18,10 @@ class WorkerInfo(NamedTuple):
 def get_torch_worker_info() -> WorkerInfo | None:
     """The ``torch.utils.data`` worker this process is, or None outside a DataLoader worker.
 
-    torch is not imported for this: a process that has not imported it is no DataLoader worker.
+    torch is not imported for this: a process that has not imported it is no DataLoader worker (nor
+    is one that blocked it with ``sys.modules["torch"] = None``).
     """
-    if "torch" not in sys.modules:
+    if sys.modules.get("torch") is None:
         return None
     from torch.utils.data import get_worker_info
 
