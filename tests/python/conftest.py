@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 
 import chunksampler
@@ -20,3 +23,14 @@ def epoch_batches(sampler, n_obs: int, **kwargs) -> list[np.ndarray]:
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_output(name: str) -> str:
+    """The text of the README's ``<!-- python-output: NAME -->`` block: what a documented command
+    prints, which the test that runs the command compares with what it printed."""
+    match = re.search(rf"<!-- python-output: {re.escape(name)} -->\n```text\n(.*?)```", README.read_text(), re.S)
+    assert match, f"README.md has no python-output block named {name!r}"
+    return match.group(1)

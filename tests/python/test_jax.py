@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, rng
+from conftest import epoch_batches, readme_output, rng
 
 import chunksampler as cs
 
@@ -252,3 +253,11 @@ def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(tmp_path):
     assert losses[0] > losses[1] > losses[2] and losses[2] < 0.7 * losses[0], losses
     printed = [float(line.split("loss ")[1].split(",")[0]) for line in out.splitlines() if line.startswith("epoch ")]
     assert printed == [round(loss, 4) for loss in losses]
+    # The README shows a 5-epoch run: the same lines of both processes, and epoch lines of the same
+    # form (their losses are that machine's).
+    shown = readme_output("jax-train").splitlines()
+    numbers = re.compile(r"\d+\.\d+")
+    assert [line for line in out.splitlines() if line.startswith("process ")] == [
+        line for line in shown if line.startswith("process ")]
+    assert [numbers.sub("#", line) for line in out.splitlines() if line.startswith("epoch ")] == [
+        numbers.sub("#", line) for line in shown if line.startswith("epoch ")][:3]

@@ -47,3 +47,13 @@ def test_readme_weighted_example_prints_what_the_readme_shows():
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md", "exec"), {})
     assert printed.getvalue() == shown
+
+
+def test_readme_stateful_dataloader_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
+    pytest.importorskip("torchdata.stateful_dataloader")
+    code, shown = named_example("stateful")
+    monkeypatch.chdir(tmp_path)  # it writes checkpoint.pt
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    assert printed.getvalue() == shown
