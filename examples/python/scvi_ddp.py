@@ -45,6 +45,7 @@ def parse_args():
     parser.add_argument("--stop-after", type=int, metavar="K",
                         help="simulate a crash: every rank exits (os._exit) once K training steps are done")
     parser.add_argument("--resume", type=Path, metavar="CKPT", help="a checkpoint to continue from")
+    parser.add_argument("--seed", type=int, default=7, help="the training sampler's seed (%(default)s)")
     parser.add_argument("--record", type=Path, metavar="DIR",
                         help="write the cell ids of every batch each rank trains and validates on to DIR/rank<R>.jsonl")
     return parser.parse_args()
@@ -58,6 +59,7 @@ def make_data(work: Path) -> None:
     import scipy.sparse as sp
     from annbatch import DatasetCollection
 
+    warnings.filterwarnings("ignore", message="Consolidated metadata")  # zarr's, about annbatch's store
     rng = np.random.default_rng(0)
     work.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -140,8 +142,9 @@ def train(args) -> None:
             self._write(trainer, "validation", batch, batch_idx)
 
         def on_validation_epoch_end(self, trainer, module):
-            train, val = self.counts.get(("train", trainer.current_epoch)), self.counts.get(("validation", trainer.current_epoch))
-            print(f"rank {trainer.global_rank}: epoch {trainer.current_epoch}: trained on {train[0]} batches "
+            epoch = trainer.current_epoch
+            train, val = self.counts.get(("train", epoch)), self.counts.get(("validation", epoch))
+            print(f"rank {trainer.global_rank}: epoch {epoch}: trained on {train[0]} batches "
                   f"({train[1]} cells), validated {val[0]} ({val[1]} cells)", flush=True)
 
     class Recording(AnnbatchDataModule):
@@ -159,7 +162,7 @@ def train(args) -> None:
     warnings.filterwarnings("ignore", message=".*(Sparse CSR tensor support|Sparse invariant checks)")
     collection = annbatch.DatasetCollection(args.work / "cells.zarr", mode="r")
     # The same seed on every rank (and on a restart): one permutation of the chunks per epoch for all.
-    sampler = chunksampler.RandomSampler(CHUNK_SIZE, PRELOAD_NCHUNKS, BATCH_SIZE, rng=np.random.default_rng(7))
+    sampler = chunksampler.RandomSampler(CHUNK_SIZE, PRELOAD_NCHUNKS, BATCH_SIZE, rng=np.random.default_rng(args.seed))
     loader = annbatch.Loader(batch_sampler=sampler, preload_to_gpu=False).use_collection(collection)
     module_class = Recording if args.record else AnnbatchDataModule
     datamodule = module_class(loader, batch_key="batch", mode="global")

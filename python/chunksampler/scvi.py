@@ -139,9 +139,10 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
       cuts it). Samplers made with a ``mask`` (from ``chunksampler.split_mask``, say) are the split
       themselves; their masks must be disjoint, and ``model.train`` must then leave both sizes at
       their defaults.
-    - Under DDP (``model.train(strategy="ddp", devices=N)``) ``train_dataloader()`` wraps the training
-      sampler in ``DistributedSampler(dist_info="torch", mode=mode, remainder=remainder)``, with equal
-      batch counts on every rank (DDP's gradient all-reduce needs the same number of steps on each);
+    - Under DDP (``model.train(strategy="ddp_find_unused_parameters_true", devices=N)``, as scVI
+      needs) ``train_dataloader()`` wraps the training sampler in ``DistributedSampler(dist_info=
+      "torch", mode=mode, remainder=remainder)``, with equal batch counts on every rank (DDP's
+      gradient all-reduce needs the same number of steps on each);
       validation in ``DistributedSampler(mode="global", enforce_equal_batches=False)``, so each
       validation cell is read once across the ranks, and every rank must get at least one validation
       batch (the metrics' sync at the epoch's end waits for every rank). Every rank must draw the
@@ -157,6 +158,11 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
 
     ``model.train``'s ``batch_size`` must be the samplers' own (or left at scvi-tools' default), and
     ``shuffle_set_split`` is not used: the sampler says whether the training rows are shuffled.
+
+    Checkpoints: scvi-tools' Trainer adds its ``SaveCheckpoint`` (scvi-tools model directories; it
+    fails for a model made from ``registry``) whenever ``enable_checkpointing=True``, and Lightning
+    refuses a ``ModelCheckpoint`` without it; a callback that calls ``trainer.save_checkpoint(path)``
+    on every rank saves Lightning checkpoints, with this module's state, under scvi-tools' defaults.
     """
 
     def __init__(
@@ -184,7 +190,9 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         else:
             name = "train_sampler"
         train = _check_sampler(name, train_sampler)._copy()
-        validation = None if validation_sampler is None else _check_sampler("validation_sampler", validation_sampler)._copy()
+        validation = None
+        if validation_sampler is not None:
+            validation = _check_sampler("validation_sampler", validation_sampler)._copy()
         # The shard settings, checked now rather than on every rank once training has begun.
         DistributedSampler(train, dist_info=lambda: (0, 1), mode=mode, remainder=remainder)
         super().__init__(
@@ -273,8 +281,8 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         if self._masked:
             if (train_size, validation_size) not in ((None, None), _SCVI_DEFAULT_SPLIT):
                 raise ConfigError(
-                    f"AnnbatchDataModule: train_size ({train_size}) and validation_size ({validation_size}) must be left "
-                    "at model.train's defaults: the samplers' masks are the split"
+                    f"AnnbatchDataModule: train_size ({train_size}) and validation_size ({validation_size}) must be "
+                    "left at model.train's defaults: the samplers' masks are the split"
                 )
             return
         if train_size is None and validation_size is None:
@@ -327,20 +335,17 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         validation, as scvi-tools')."""
         if self._validation is None:
             return []
-        sharded = DistributedSampler(self._validation, dist_info=self._ranks(), mode="global", enforce_equal_batches=False)
-        n_obs = self.dataset.n_obs
-        world_size = sharded.world_size
-        counts = [
-            DistributedSampler(
-                self._validation, dist_info=lambda r=r: (r, world_size), mode="global", enforce_equal_batches=False
-            ).n_batches(n_obs)
-            for r in range(world_size)
-        ]
+        def shard(dist_info: Any) -> DistributedSampler:
+            return DistributedSampler(self._validation, dist_info=dist_info, mode="global", enforce_equal_batches=False)
+
+        sharded = shard(self._ranks())
+        n_obs, world_size = self.dataset.n_obs, sharded.world_size
+        counts = [shard(lambda r=r: (r, world_size)).n_batches(n_obs) for r in range(world_size)]
         if min(counts) == 0:
             raise ConfigError(
                 f"AnnbatchDataModule: the validation rows ({_rows(self._validation.mask, n_obs)}) make "
-                f"{sum(counts)} batches of {self._validation.batch_size}, fewer than the {world_size} ranks; every rank "
-                "needs at least one validation batch (DDP syncs the validation metrics across ranks)"
+                f"{sum(counts)} batches of {self._validation.batch_size}, fewer than the {world_size} ranks; every "
+                "rank needs at least one validation batch (DDP syncs the validation metrics across ranks)"
             )
         return _Epochs(self, self._loader(sharded), sharded, training=False)
 
@@ -429,7 +434,8 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         train = state_dict.get("train")
         if not isinstance(train, dict) or not isinstance(train.get("state"), str):
             raise StateFormatError(
-                f"AnnbatchDataModule.load_state_dict: state_dict['train'] must be a sampler state dict, got {train!r:.200}"
+                "AnnbatchDataModule.load_state_dict: state_dict['train'] must be a sampler state dict, got "
+                f"{train!r:.200}"
             )
         if self._sharded is not None:
             self._sharded._copy().load_state_dict(train)

@@ -212,6 +212,16 @@ def test_the_loss_falls(runs):
         assert np.mean(losses[-5:]) < 0.98 * np.mean(losses[:5]), f"rank {rank}: {losses[:5]} ... {losses[-5:]}"
 
 
+def test_a_checkpoint_of_another_seed_stops_every_rank_with_state_mismatch_error(runs, work):
+    other = run_example(work, "--resume", work / "checkpoints" / "last.ckpt", "--seed", 8,
+                        "--record", work / "other", timeout=180)
+    assert other.returncode != 0
+    for rank in RANKS:
+        assert f"[rank{rank}]: chunksampler._errors.StateMismatchError: DistributedSampler: restore: the state's seed" \
+            in other.stderr, other.stderr[-5000:]
+    assert not (work / "other").exists(), "a rank trained on a batch"
+
+
 def test_the_example_prints_each_ranks_batches(runs):
     assert "rank 0: epoch 0: trained on 14 batches (1792 cells), validated 2 (256 cells)" in runs["crashed_out"]
     assert "rank 1: epoch 0: trained on 14 batches (1792 cells), validated 1 (64 cells)" in runs["crashed_out"]
