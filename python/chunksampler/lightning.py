@@ -16,6 +16,18 @@ any other iterable through untouched. A ``ChunkDataLoader`` is such an iterable:
   restores them on ``Trainer.fit(ckpt_path=...)``), naming the batches the loader has handed to
   the training loop, not those its ``DataLoader`` workers have prefetched;
 - a check, on every rank at once, that the sampler's rank and world size are the job's.
+
+``ChunkDataModule`` makes them from datasets and plain samplers, and wraps each sampler in a
+``DistributedSampler`` of the trainer's rank::
+
+    data = ChunkDataModule(train, RandomSampler(chunk_size=64, preload_nchunks=8, batch_size=256),
+                           val_dataset=val, val_sampler=SequentialSampler(64, 8, 256), num_workers=2)
+    Trainer(accelerator="gpu", devices=8, strategy="ddp").fit(model, datamodule=data)
+    Trainer(...).fit(model, datamodule=data, ckpt_path="last.ckpt")  # continues the epoch exactly
+
+A LightningModule that makes its own loaders returns a ``ChunkDataLoader`` from
+``train_dataloader()``, made there (after the process group is up) with
+``DistributedSampler(sampler, dist_info="torch")``.
 """
 
 from __future__ import annotations
@@ -52,11 +64,15 @@ _SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last
 
 def _check_sampler(owner: str, sampler: object) -> None:
     if not isinstance(sampler, _SAMPLERS):
+        hint = (
+            " (a torch sampler belongs in a torch DataLoader, which Lightning shards itself)"
+            if isinstance(sampler, torch.utils.data.Sampler)
+            else ""
+        )
         raise TypeError(
             f"{owner}: sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, "
             f"WeightedClassSampler, MixtureSampler or DistributedSampler, got {type(sampler).__module__}."
-            f"{type(sampler).__qualname__} (a torch sampler belongs in a torch DataLoader, which Lightning "
-            "shards itself)"
+            f"{type(sampler).__qualname__}{hint}"
         )
 
 
@@ -315,7 +331,7 @@ class ChunkDataLoader:
         self._iteration = None
         if self.sampler.n_batches_left(self.n_obs, worker=(0, 1)) == 0:
             # At its epoch's end: nothing is left of it, so the next iteration plays the next epoch.
-            self._batch_sampler.set_epoch(state_dict["epoch"] + 1)
+            self._batch_sampler.set_epoch(self.sampler.epoch + 1)
             self._restore = None
         else:
             self._restore = state_dict

@@ -152,13 +152,15 @@ class Stop(Callback):
 
 
 def trainer(out: Path, devices: int, *callbacks: Callback) -> Trainer:
-    checkpoint = ModelCheckpoint(dirpath=out, filename="{step}", every_n_train_steps=CKPT_STEP, save_top_k=-1)
+    # Mid-epoch checkpoints every CKPT_STEP steps, and Lightning's usual one at each epoch's end.
+    steps = ModelCheckpoint(dirpath=out, filename="{step}", every_n_train_steps=CKPT_STEP, save_top_k=-1)
+    epochs = ModelCheckpoint(dirpath=out, filename="end-{epoch}", save_top_k=-1)
     return Trainer(
         accelerator="cpu",
         devices=devices,
         strategy="ddp" if devices > 1 else "auto",
         max_epochs=EPOCHS,
-        callbacks=[checkpoint, *callbacks],
+        callbacks=[steps, epochs, *callbacks],
         enable_progress_bar=False,
         logger=False,
         enable_model_summary=False,
@@ -201,6 +203,7 @@ def main() -> None:
         job.fit("full", Model(), datamodule(0))
         job.fit("cut", Model(), datamodule(0), stop=STOP_STEP)
         job.fit("resumed", Model(), datamodule(0), ckpt=job.checkpoint("cut"))
+        job.fit("resumed-at-epoch-end", Model(), datamodule(0), ckpt=job.out / "cut" / "end-epoch=0.ckpt")
         job.fit("own-cut", OwnLoaderModel(0), stop=STOP_STEP)
         job.fit("own-resumed", OwnLoaderModel(0), ckpt=job.checkpoint("own-cut"))
         # Bad input: every rank must raise, none may wait for the others.

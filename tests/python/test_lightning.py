@@ -318,16 +318,28 @@ def test_a_fit_resumed_mid_epoch_trains_exactly_the_batches_after_its_checkpoint
         assert resumed["val"] == {str(e): full["val"][str(e)] for e in (1, 2)}
 
 
+def test_a_fit_resumed_from_an_epochs_end_trains_the_next_epochs(jobs):
+    main = jobs.main.wait()
+    for rank in (0, 1):
+        full, resumed = main.result("full", rank), main.result("resumed-at-epoch-end", rank)
+        at_end = [c for c in main.result("cut", rank)["checkpoints"] if c["epoch"] == 0]
+        # saved after epoch 0's validation: every batch handed out, a state at the epoch's end
+        assert [(c["ready"], c["loader_state"]["epoch"], c["loader_state"]["batches_done"]) for c in at_end] == [
+            (15, 0, 15)]
+        assert sorted(resumed["train"]) == ["1", "2"]
+        assert [trained(resumed, e) for e in (1, 2)] == [trained(full, e) for e in (1, 2)]
+
+
 def test_a_checkpoint_holds_the_batches_the_training_loop_finished(jobs):
     main = jobs.main.wait()
     for rank in (0, 1):
-        (at,) = main.result("cut", rank)["checkpoints"]
+        (at,) = [c for c in main.result("cut", rank)["checkpoints"] if c["epoch"] == 1]
         # ModelCheckpoint(every_n_train_steps=20) saves in on_train_batch_end of epoch 1's 5th batch,
         # where Lightning's counters read ready=5, completed=4 (completed counts on after the hook)
         assert (at["epoch"], at["global_step"], at["ready"], at["completed"], at["trained"]) == (1, 20, 5, 4, 5)
         assert (at["loader_state"]["epoch"], at["loader_state"]["batches_done"]) == (1, 5)
         assert at["handed_out_by_batch_sampler"] == 5  # no DataLoader workers: nothing fetched ahead
-        (died,) = main.result("die", rank)["checkpoints"]
+        (died,) = [c for c in main.result("die", rank)["checkpoints"] if c["epoch"] == 1]
         assert (died["ready"], died["loader_state"]["batches_done"]) == (5, 5)
         assert died["handed_out_by_batch_sampler"] == 9  # 2 workers x prefetch_factor 2 ahead of the loop
 
