@@ -62,7 +62,8 @@ class Model(LightningModule):
             first, last = every[0][0][0][0], every[0][0][-1][0]
             train = [{i for _, batch in t for i in batch} for t, _ in every]
             val = [i for _, v in every for batch in v for i in batch]
-            print(f"epoch {self.current_epoch}: {len(every)} ranks trained batches {first}-{last}, "
+            ranks = f"{len(every)} rank{'s' if len(every) > 1 else ''}"
+            print(f"epoch {self.current_epoch}: {ranks} trained batches {first}-{last}, "
                   f"{sum(map(len, train))} rows, {len(set.union(*train))} distinct; rank 0's batch {first} "
                   f"begins {every[0][0][0][1][:3]}, batch {last} ends {every[0][0][-1][1][-3:]}; validation read "
                   f"{len(val)} rows, {len(set(val))} distinct ({' + '.join(str(len(v)) for _, v in every)} batches)",

@@ -28,6 +28,7 @@ from chunksampler.torch import BatchSampler  # noqa: E402
 import lightning_job as job  # noqa: E402  (tests/python is on sys.path, as for conftest)
 
 JOB = Path(__file__).with_name("lightning_job.py")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "lightning_train.py"
 TIMEOUT = 300  # seconds a launch may take before it is killed with its process group: a hang
 
 
@@ -177,7 +178,7 @@ def test_data_module_refuses_half_splits_and_foreign_state():
 
 
 def test_chunksampler_does_not_import_lightning():
-    code = "import sys, chunksampler, chunksampler.torch; print('lightning' in sys.modules)"
+    code = "import sys, chunksampler; print('lightning' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
@@ -194,14 +195,15 @@ class Launch:
     """``python lightning_job.py OUT SCENARIO ...`` in a session of its own, so that a launch that
     overruns is killed with every process it started (rank 1, DataLoader workers)."""
 
-    def __init__(self, out: Path, scenario: str, *args: str) -> None:
+    def __init__(self, out: Path, scenario: str, *args: str, script: Path = JOB) -> None:
         out.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK")}
         env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         self.out, self.scenario, self.started = out, scenario, time.monotonic()
+        command = [sys.executable, str(script), *([str(out), scenario] if script == JOB else []), *args]
         self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), str(out), scenario, *args], cwd=out, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            command, cwd=out, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.returncode: int | None = None
 
@@ -228,13 +230,15 @@ class Launch:
 
 
 class Jobs:
-    """The three launches: ``main`` (2 ranks) and ``single`` (1 device) at once, then ``resume``
-    (2 ranks), which needs their checkpoints."""
+    """The launches: ``main`` (2 ranks), ``single`` (1 device) and the example (1 device) at once,
+    then ``resume`` (2 ranks), which needs main's and single's checkpoints."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.main = Launch(root / "main", "main")
         self.single = Launch(root / "single", "single")
+        self.example = Launch(root / "example", "example", "--devices", "1", "--epochs", "2", "--workers", "0",
+                              script=EXAMPLE)
         self._resume: Launch | None = None
 
     @property
@@ -248,7 +252,7 @@ class Jobs:
         return self._resume.wait()
 
     def kill(self) -> None:
-        for launch in (self.main, self.single, self._resume):
+        for launch in (self.main, self.single, self.example, self._resume):
             if launch is not None:
                 launch.kill()
 
@@ -387,3 +391,17 @@ def test_one_device_trains_every_window_row_and_resumes_exactly(jobs):
     assert trained(cut, 0) == expected[0][:23]
     assert trained(resumed, 0) == expected[0][20:] and batch_idx(resumed, 0) == list(range(20, 31))
     assert [trained(resumed, epoch) for epoch in (1, 2)] == expected[1:]
+
+
+def test_the_example_prints_what_each_epoch_trained_and_validated(jobs):
+    example = jobs.example.wait()
+    assert example.returncode == 0, example.output[-3000:]
+    printed = [line for line in example.output.splitlines() if line.startswith("epoch ")]
+    base = cs.RandomSampler(chunk_size=16, preload_nchunks=4, batch_size=32, rng=np.random.default_rng(0))
+    expected = epochs(lambda: cs.DistributedSampler(base, dist_info=lambda: (0, 1)), 1000, 2)
+    assert printed == [
+        f"epoch {e}: 1 rank trained batches 0-30, 992 rows, 992 distinct; rank 0's batch 0 begins "
+        f"{expected[e][0][:3]}, batch 30 ends {expected[e][30][-3:]}; validation read 250 rows, 250 distinct "
+        "(8 batches)"
+        for e in range(2)
+    ]
