@@ -35,6 +35,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 import chunksampler as cs
 from chunksampler.lightning import ChunkDataLoader, ChunkDataModule
+from chunksampler.torch import BatchSampler
 
 N_TRAIN, N_VAL, FEATURES = 1000, 250, 4
 EPOCHS = 3
@@ -132,6 +133,15 @@ class OwnLoaderModel(Model):
         return ChunkDataLoader(dataset(N_VAL, 1), sampler, num_workers=self.workers, equal_batches=False)
 
 
+class PlainDataLoaderModel(Model):
+    """The issue's setup: a torch DataLoader over chunksampler.torch.BatchSampler, which Lightning's
+    default Trainer tries to rebuild around its own DistributedSampler."""
+
+    def train_dataloader(self):
+        sampler = cs.DistributedSampler(train_sampler(), dist_info="torch")
+        return torch.utils.data.DataLoader(dataset(N_TRAIN, 0), batch_sampler=BatchSampler(sampler, N_TRAIN))
+
+
 class Interrupted(Exception):
     pass
 
@@ -215,6 +225,7 @@ def main() -> None:
         not_ours = lambda: torch.utils.data.RandomSampler(range(N_TRAIN))  # noqa: E731
         job.fit("bad-sampler", Model(), datamodule(0, train_sampler=not_ours))
         job.fit("own-plain-sampler", OwnLoaderModel(0, plain=True))
+        job.fit("plain-dataloader", PlainDataLoaderModel())
         # Last, a crash: with DataLoader workers, the processes end mid-epoch 1 (os._exit).
         t = trainer(args.out / "die", job.devices)
         t.callbacks.append(Stop(STOP_STEP, write=lambda record: job.write("die", t.global_rank, record)))

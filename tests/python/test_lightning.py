@@ -375,6 +375,9 @@ def test_bad_input_raises_our_error_on_every_rank(jobs):
             result = main.result(fit, rank)
             assert result.get("error") == error, (fit, rank, result)
             assert re.search(message, result["message"]), (fit, rank, result["message"])
+    for rank in (0, 1):  # the torch DataLoader: stopped on every rank by an error naming the setting
+        result = main.result("plain-dataloader", rank)
+        assert result["error"] in ("TypeError", "ConfigError") and "use_distributed_sampler" in result["message"]
     for rank in (0, 1):  # a 1-device checkpoint on 2 ranks (contiguous mode restores on its own world size)
         result = jobs.resume.result("bad-world-size", rank)
         assert result["error"] == "StateMismatchError" and "world_size" in result["message"], result
