@@ -61,7 +61,7 @@ def _rows(request: RequestArrays) -> np.ndarray:
     return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
 
 
-class BatchSampler(torch.utils.data.Sampler[list[int]]):
+class BatchSampler(torch.utils.data.BatchSampler):
     """A chunk sampler's epochs as batches of observation indices, for
     ``torch.utils.data.DataLoader(dataset, batch_sampler=...)`` over a map-style dataset.
 
@@ -88,6 +88,18 @@ class BatchSampler(torch.utils.data.Sampler[list[int]]):
     """
 
     def __init__(self, sampler: _AnySampler, n_obs: int) -> None:
+        # torch's BatchSampler is the base class (its __init__ is not called: the chunk sampler holds
+        # the batch size and drop_last) because Lightning's Trainer, under its default
+        # use_distributed_sampler=True, rebuilds a DataLoader's batch sampler of that class around its
+        # own torch DistributedSampler: that call lands here and is refused naming the setting, where
+        # Lightning would otherwise stop every rank with a TypeError about the class.
+        if isinstance(sampler, torch.utils.data.DistributedSampler):
+            raise ConfigError(
+                "BatchSampler: sampler is a torch DistributedSampler, which Lightning's Trainer puts in place of the "
+                "chunk sampler under its default use_distributed_sampler=True; give Lightning a "
+                "chunksampler.lightning.ChunkDataLoader (or ChunkDataModule), which it leaves alone, or set "
+                "Trainer(use_distributed_sampler=False) and keep DistributedSampler(sampler, dist_info='torch')"
+            )
         if not isinstance(sampler, _SAMPLERS):
             raise TypeError(
                 "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, "

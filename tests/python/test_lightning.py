@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import rng
+from conftest import readme_output, rng
 
 import chunksampler as cs
 
@@ -237,7 +237,7 @@ class Jobs:
         self.root = root
         self.main = Launch(root / "main", "main")
         self.single = Launch(root / "single", "single")
-        self.example = Launch(root / "example", "example", "--devices", "1", "--epochs", "2", "--workers", "0",
+        self.example = Launch(root / "example", "example", "--devices", "2", "--epochs", "2", "--workers", "0",
                               script=EXAMPLE)
         self._resume: Launch | None = None
 
@@ -377,7 +377,9 @@ def test_bad_input_raises_our_error_on_every_rank(jobs):
             assert re.search(message, result["message"]), (fit, rank, result["message"])
     for rank in (0, 1):  # the issue's torch DataLoader: stopped on every rank by an error naming the setting
         result = main.result("plain-dataloader", rank)
-        assert result["error"] in ("TypeError", "ConfigError") and "use_distributed_sampler" in result["message"]
+        assert result["error"] == "ConfigError", result
+        assert "chunksampler.lightning.ChunkDataLoader" in result["message"]
+        assert "Trainer(use_distributed_sampler=False)" in result["message"]
     for rank in (0, 1):  # a 1-device checkpoint on 2 ranks (contiguous mode restores on its own world size)
         result = jobs.resume.result("bad-world-size", rank)
         assert result["error"] == "StateMismatchError" and "world_size" in result["message"], result
@@ -401,10 +403,12 @@ def test_the_example_prints_what_each_epoch_trained_and_validated(jobs):
     assert example.returncode == 0, example.output[-3000:]
     printed = [line for line in example.output.splitlines() if line.startswith("epoch ")]
     base = cs.RandomSampler(chunk_size=16, preload_nchunks=4, batch_size=32, rng=np.random.default_rng(0))
-    expected = epochs(lambda: cs.DistributedSampler(base, dist_info=lambda: (0, 1)), 1000, 2)
+    expected = epochs(lambda: cs.DistributedSampler(base, dist_info=lambda: (0, 2)), 1000, 2)
     assert printed == [
-        f"epoch {e}: 1 rank trained batches 0-30, 992 rows, 992 distinct; rank 0's batch 0 begins "
-        f"{expected[e][0][:3]}, batch 30 ends {expected[e][30][-3:]}; validation read 250 rows, 250 distinct "
-        "(8 batches)"
+        f"epoch {e}: 2 ranks trained batches 0-14, 960 rows, 960 distinct; rank 0's batch 0 begins "
+        f"{expected[e][0][:3]}, batch 14 ends {expected[e][14][-3:]}; validation read 250 rows, 250 distinct "
+        "(4 + 4 batches)"
         for e in range(2)
     ]
+    # The README shows the 3-epoch run: its first two epochs are these.
+    assert printed == readme_output("lightning-train").splitlines()[:2]

@@ -351,6 +351,15 @@ def test_rejects_what_is_not_a_sampler_or_an_n_obs():
         BatchSampler(distributed(0), 5)
 
 
+def test_is_a_torch_batch_sampler_that_refuses_lightnings_injected_sampler_naming_the_setting():
+    # Lightning's default Trainer rebuilds a torch BatchSampler (subclass) around its own torch
+    # DistributedSampler; that must stop with our error, which says what to do instead.
+    assert isinstance(BatchSampler(random(), N_OBS), torch.utils.data.BatchSampler)
+    injected = torch.utils.data.DistributedSampler(range(N_OBS), num_replicas=2, rank=0)
+    with pytest.raises(cs.ConfigError, match=r"torch DistributedSampler.*use_distributed_sampler=True.*ChunkDataLoader"):
+        BatchSampler(injected, N_OBS)
+
+
 def test_docstring_example_runs():
     assert doctest.testmod(cstorch).failed == 0
 
