@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,3 +39,26 @@ def readme_output(name: str) -> str:
     match = re.search(rf"<!-- python-output: {re.escape(name)} -->\n```text\n(.*?)```", README.read_text(), re.S)
     assert match, f"README.md has no python-output block named {name!r}"
     return match.group(1)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback address that nothing listens on now, for a job's coordinator."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_child(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Runs this interpreter on ``args`` (one thread for OpenMP) in a process group of its own,
+    killed whole (the processes it started too) and TimeoutExpired raised if it outlives
+    ``timeout``, so that no multi-process job can hang the suite."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             encoding="utf-8", env=env, start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)

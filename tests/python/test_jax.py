@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, readme_output, rng
+from conftest import epoch_batches, free_port, readme_output, rng
 
 import chunksampler as cs
 
@@ -93,12 +92,6 @@ def test_before_initialize_it_refuses_whatever_the_launcher_says(no_launcher, va
 
 
 # --- child processes ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_env(**variables: str) -> dict[str, str]:

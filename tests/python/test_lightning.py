@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import readme_output, rng
+from conftest import free_port, readme_output, rng
 
 import chunksampler as cs
 
@@ -183,12 +182,6 @@ def test_chunksampler_does_not_import_lightning():
 
 
 # Lightning's Trainer in child jobs: 2 ranks (ddp, gloo, Lightning's own launcher) and 1 device.
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Launch:

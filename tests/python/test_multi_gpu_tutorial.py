@@ -6,16 +6,11 @@ epoch as chunksampler computes it, batch for batch, and the two ranks' cells are
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, readme_output, rng
+from conftest import epoch_batches, free_port, readme_output, rng, run_child
 
 for module in ("torch", "annbatch", "anndata", "zarr", "scipy"):
     pytest.importorskip(module)
@@ -28,25 +23,11 @@ N_CELLS, WORLD_SIZE = 20_000, 2
 
 
 def run(args: list[str], timeout: float) -> str:
-    """Runs this interpreter on ``args`` in its own process group (killed whole if it outlives
-    ``timeout``) and returns its stdout; fails the test on a non-zero exit."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
-    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             encoding="utf-8", env=env, start_new_session=True)
-    try:
-        out, err = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise
-    assert child.returncode == 0, f"{' '.join(args)} exited with {child.returncode}:\n{out}\n{err[-3000:]}"
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Runs this interpreter on ``args`` (killed with its process group if it outlives ``timeout``)
+    and returns its stdout; fails the test on a non-zero exit."""
+    child = run_child(args, timeout)
+    assert child.returncode == 0, f"{' '.join(args)} exited with {child.returncode}:\n{child.stdout}\n{child.stderr[-3000:]}"
+    return child.stdout
 
 
 def rank_sampler(rank: int) -> cs.DistributedSampler:

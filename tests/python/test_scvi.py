@@ -16,14 +16,13 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import readme_output
+from conftest import free_port, readme_output
 
 import chunksampler as cs
 
@@ -68,12 +67,6 @@ def cell_ids(work):
     """The cell id of each row of the collection, in row order (the sampler's indices)."""
     obs = annbatch.DatasetCollection(work / "cells.zarr", mode="r").obs(columns=["cell_id"])
     return obs["cell_id"].to_numpy()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_example(work: Path, *args: object, timeout: float = 240) -> subprocess.CompletedProcess:

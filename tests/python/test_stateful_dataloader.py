@@ -11,14 +11,11 @@ the top of a resumed loop, and none."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_child
 
 import chunksampler as cs
 
@@ -29,20 +26,6 @@ import stateful_resume as job  # noqa: E402  (the child script, beside this file
 from stateful_resume import EPOCHS, SAMPLERS, loader, sampler_state  # noqa: E402
 
 from chunksampler.torch import BatchSampler  # noqa: E402
-
-
-def run_child(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Runs a Python child in its own process group, killed whole if it outlives ``timeout``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env, start_new_session=True)
-    try:
-        out, err = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise
-    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
 
 
 def uninterrupted(sampler: str, workers: int, set_epoch: bool) -> list[list[list[int]]]:

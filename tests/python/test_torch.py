@@ -7,14 +7,13 @@ from __future__ import annotations
 import doctest
 import json
 import pickle
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, rng
+from conftest import epoch_batches, free_port, rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -301,12 +300,6 @@ def test_batch_sampler_pickles_into_spawned_workers_which_split_the_epoch():
         assert got and got == epoch1(worker=(worker, 2))
     seen = sorted(i for got in by_worker.values() for batch in got for i in batch)
     assert seen == sorted(i for batch in epoch1() for i in batch)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_torchrun_ranks_get_disjoint_shards_of_equal_batches_from_dist_info_torch(tmp_path):
