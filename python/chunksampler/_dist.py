@@ -77,8 +77,9 @@ def _jax() -> tuple[int, int]:
             else ""
         )
         raise DistEnvironmentError(
-            "dist_info='jax': jax.distributed is not initialized (on CPU and GPU, JAX then counts every "
-            f"process as process 0 of 1, and each would read the whole dataset){said}. Call "
+            "dist_info='jax': JAX distributed is not initialized (jax.distributed.initialize() was not called; "
+            "on CPU and GPU, JAX then counts every process as process 0 of 1, and each would read the whole "
+            f"dataset){said}. Call "
             "jax.distributed.initialize() in every process, before any other JAX call, then create the "
             "DistributedSampler (one process alone: use the sampler itself, or dist_info=lambda: (0, 1))"
         )

@@ -71,7 +71,7 @@ def test_before_initialize_it_refuses_naming_initialize_and_what_the_launcher_sa
         cs.DistributedSampler(base(), dist_info="jax")
     assert isinstance(caught.value, RuntimeError)
     message = str(caught.value)
-    assert message.startswith("dist_info='jax': jax.distributed is not initialized")
+    assert message.startswith("dist_info='jax': JAX distributed is not initialized")  # annbatch's words, kept
     assert "say this is rank 1 of 3" in message
     assert "Call jax.distributed.initialize() in every process, before any other JAX call" in message
     # Nothing in JAX was asked: its backend is as it was, so initialize() can still be called.
@@ -85,8 +85,8 @@ def test_before_initialize_it_refuses_whatever_the_launcher_says(no_launcher, va
     for name, value in variables.items():
         no_launcher.setenv(name, value)
     # The launcher's variables only add to the message; one process, or none readable, adds nothing.
-    with pytest.raises(cs.DistEnvironmentError, match=r"not initialized \(on CPU and GPU, JAX then counts every "
-                       r"process as process 0 of 1, and each would read the whole dataset\)\. Call jax") as caught:
+    with pytest.raises(cs.DistEnvironmentError, match=r"not initialized \(jax.distributed.initialize\(\) was not called; "
+                       r"on CPU and GPU, JAX then counts every process as process 0 of 1, and each would read the whole dataset\)\. Call jax") as caught:
         cs.DistributedSampler(base(), dist_info="jax")
     assert "launcher" not in str(caught.value)
 
