@@ -543,7 +543,7 @@ TEST_CASE("ClassSampler refuses a many-range mask past the codes, or one without
   REQUIRE_THROWS_WITH(shard.validate(40), Contains("the sampled ranges (2 ranges, the first [8, 12)) hold no chunk"));
   REQUIRE_THROWS_WITH(whole.with_shard({.mask = cs::Ranges{{0, 10}, {30, 50}}, .stream = 0, .budget = 5}).validate(40),
                       Contains("mask[1] = [30, 50) must end at or before n_obs (40)"));
-  REQUIRE_THROWS_WITH(shard.validate(41), Contains("n_obs (41) must equal the number of class codes (40)"));
+  REQUIRE_THROWS_WITH(shard.validate(41), Contains("the class codes' length (40) does not match loader n_obs (41)"));
 }
 
 TEST_CASE("ClassSampler: 10^5 ranges over 10^6 codes are clipped at once", "[class][ranges]") {

@@ -477,13 +477,13 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
                     Contains("preload_nchunks (-2) must be >= 1"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.batch_size = 0; })), Contains("batch_size (0) must be >= 1"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.batch_size = 21; })),
-                    Contains("batch_size (21) must be <= chunk_size * preload_nchunks (20)"));
+                    Contains("batch_size cannot exceed chunk_size * preload_nchunks: batch_size (21) must be <= 20"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.batch_size = 3; })),
-                    Contains("batch_size (3) must divide chunk_size * preload_nchunks (20)"));
+                    Contains("chunk_size * preload_nchunks (20) must be divisible by batch_size (3)"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.preload_nchunks = std::int64_t{1} << 61; })),
                     Contains("chunk_size * preload_nchunks"));
   CHECK_THROWS_WITH(make(sizes, with([](auto& o) { o.num_samples = 0; })),
-                    Contains("num_samples (0) must be in [1, 2^62]"));
+                    Contains("num_samples must be greater than 1 or equal to 1 (got 0): it must be in [1, 2^62]"));
   CHECK_THROWS_WITH(make({}, ok), Contains("sizes is empty"));
   CHECK_THROWS_WITH(make({30, 9, 40}, ok), Contains("sizes[1] (9) must be >= chunk_size (10)"));
   CHECK_THROWS_WITH(make({std::int64_t{1} << 62, 10}, ok),
@@ -533,7 +533,7 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
                     Contains("a shard's mask [10, 60) must be a non-empty range inside [0, 50)"));
   // An empty mask cannot even be made: a Ranges refuses it.
   CHECK_THROWS_WITH(mix.with_shard({.mask = {20, 20}, .stream = 0, .budget = 5}),
-                    Contains("mask.start (20) must be < mask.stop (20)"));
+                    Contains("mask.start must be < mask.stop (got mask.start 20, mask.stop 20)"));
   CHECK_THROWS_WITH(mix.with_shard({.mask = {{0, 10}, {20, 30}}, .stream = 0, .budget = 5}),
                     Contains("a shard's mask must be one range, not 2 ranges"));
   // [0, 25) of 50: dataset 1's 2 chunks give it chunk [0, floor(25 * 2 / 50)) = [0, 1), rows [30, 40).

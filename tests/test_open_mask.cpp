@@ -106,7 +106,7 @@ TEST_CASE("an open-ended mask in ClassSampler, and the refusals", "[open_mask]")
   CHECK_NOTHROW(at_end.validate(101));
   CHECK_THROWS_WITH(cs::RandomSampler(
                         {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(-1)}),
-                    Contains("mask.start (-1) must be >= 0"));
+                    Contains("mask.start must be >= 0 (got -1)"));
   CHECK_THROWS_WITH(
       cs::RandomSampler(
           {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(std::int64_t{1} << 62)}),

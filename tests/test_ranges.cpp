@@ -241,9 +241,10 @@ TEST_CASE("a bad range list is refused, naming the first offending range or pair
   // The first offence in index order wins.
   refuses({{0, 5}, {4, 8}, {9, 9}}, "ranges[0] = [0, 5) overlaps ranges[1] = [4, 8)");
   // One range is a mask written as a Slice, and named so.
-  refuses({{-1, 10}}, "Ranges: mask.start (-1) must be >= 0");
+  refuses({{-1, 10}}, "Ranges: mask.start must be >= 0 (got -1)");
   refuses({cs::Slice::from(top)}, fmt::format("mask.start ({}) must be < 2^62", top));
-  REQUIRE_THROWS_WITH(cs::Ranges(cs::Slice{7, 3}), Contains("mask.start (7) must be < mask.stop (3)"));
+  REQUIRE_THROWS_WITH(cs::Ranges(cs::Slice{7, 3}),
+                      Contains("mask.start must be < mask.stop (got mask.start 7, mask.stop 3)"));
   REQUIRE_THROWS_WITH(cs::Ranges(0, top + 1), Contains(fmt::format("mask.stop ({}) must be <= 2^62", top + 1)));
 }
 

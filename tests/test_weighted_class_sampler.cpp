@@ -933,11 +933,11 @@ TEST_CASE("WeightedClassSampler refuses bad input with a ConfigError naming the 
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes, with([](auto& o) { o.class_weights = {1.0, -0.5}; })),
                        Contains("WeightedClassSampler") && Contains("class_weights[1] (-0.5)") && Contains(">= 0"));
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes, with([](auto& o) { o.class_weights = {0.0, 0.0}; })),
-                       Contains("class_weights (all 2 are 0)"));
+                       Contains("class_weights must have at least one positive weight (all 2 are 0)"));
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes, with([](auto& o) { o.num_samples = 0; })),
-                       Contains("num_samples (0)"));
+                       Contains("num_samples must be greater than 1 or equal to 1 (got 0)"));
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes, with([](auto& o) { o.num_samples = -3; })),
-                       Contains("num_samples (-3)"));
+                       Contains("num_samples must be greater than 1 or equal to 1 (got -3)"));
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes, with([](auto& o) { o.num_samples.reset(); })),
                        Contains("num_samples must be set"));
   REQUIRE_CONFIG_ERROR(cs::WeightedClassSampler(codes,

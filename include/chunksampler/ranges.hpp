@@ -34,13 +34,13 @@ namespace detail {
 /// A mask is a non-empty range inside `[0, 2^62]`, or `Slice::from(start)` with `start < 2^62`
 /// (`[start, n_obs)`, checked against each `n_obs`).
 inline void check_mask(std::string_view name, Slice mask) {
-  if (mask.start < 0) throw_config("{}: mask.start ({}) must be >= 0", name, mask.start);
+  if (mask.start < 0) throw_config("{}: mask.start must be >= 0 (got {})", name, mask.start);
   if (mask.open_ended()) {
     if (mask.start >= max_size) throw_config("{}: mask.start ({}) must be < 2^62", name, mask.start);
     return;
   }
   if (mask.start >= mask.stop)
-    throw_config("{}: mask.start ({}) must be < mask.stop ({})", name, mask.start, mask.stop);
+    throw_config("{}: mask.start must be < mask.stop (got mask.start {}, mask.stop {})", name, mask.start, mask.stop);
   if (mask.stop > max_size) throw_config("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
 }
 

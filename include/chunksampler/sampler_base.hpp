@@ -202,13 +202,13 @@ class ChunkSamplerBase : public SamplerBase<Derived, ChunkPlan> {
       const std::int64_t budget = config_.budget.value_or(config_.num_samples.value_or(size));
       if (budget > size)
         detail::throw_config(
-            "{}: with replacement a sampled range shorter than a chunk ({} observations, chunk_size {}) is read as "
-            "one short chunk, so the epoch's {} ({}) must be <= {}",
+            "{}: with replacement the sampled range ({} observations) is smaller than chunk_size ({}): it is read "
+            "as one short chunk, so the epoch's {} ({}) must be <= {}",
             Derived::name, size, config_.chunk_size, config_.budget ? "share" : "num_samples", budget, size);
     }
     // A shard's budget (checked by DistributedSampler against the whole range) replaces num_samples.
     if (!config_.replacement && !config_.budget && config_.num_samples && *config_.num_samples > size)
-      detail::throw_config("{}: num_samples ({}) must be <= the sampled range ({} observations) without replacement",
+      detail::throw_config("{}: num_samples ({}) cannot exceed the observation range ({}) without replacement",
                            Derived::name, *config_.num_samples, size);
   }
 

@@ -86,7 +86,7 @@ def _range(name: str, mask: object) -> tuple[int, int | None]:
     if not isinstance(mask, slice):
         raise TypeError(f"{name} must be a slice (e.g. slice(0, 1000) or slice(100, None)), got {type(mask).__name__}")
     if mask.step is not None and mask.step != 1:
-        raise ConfigError(f"{name}.step ({mask.step!r}) must be None or 1: a mask's range is contiguous")
+        raise ConfigError(f"{name}.step must be 1, but got {mask.step!r}: a mask's range is contiguous (None means 1)")
     start = 0 if mask.start is None else index(f"{name}.start", mask.start)
     return start, optional_index(f"{name}.stop", mask.stop)
 

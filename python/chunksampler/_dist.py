@@ -109,7 +109,7 @@ def resolve_dist_info(dist_info: DistInfo) -> tuple[int, int]:
     """
     if isinstance(dist_info, str):
         if dist_info not in _BACKENDS:
-            raise ValueError(f"dist_info must be one of {sorted(_BACKENDS)} or a callable, got {dist_info!r}")
+            raise ValueError(f"Unknown dist_info {dist_info!r}: it must be one of {sorted(_BACKENDS)} or a callable")
         result = _BACKENDS[dist_info]()
     elif callable(dist_info):
         result = dist_info()

@@ -101,7 +101,7 @@ def test_with_a_categorical_the_short_run_error_names_labels_and_weights_follow_
 
 def test_n_obs_must_be_the_number_of_codes():
     s = sampler()
-    with pytest.raises(cs.ConfigError, match=r"n_obs \(599\) must equal the number of class codes \(600\)"):
+    with pytest.raises(cs.ConfigError, match=r"the class codes' length \(600\) does not match loader n_obs \(599\)"):
         s.sample(599)
     with pytest.raises(cs.ConfigError, match="n_obs"):
         s.n_batches(601)

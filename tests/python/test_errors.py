@@ -23,9 +23,9 @@ def test_error_hierarchy():
     [
         ({"chunk_size": 0, "preload_nchunks": 1, "batch_size": 1}, "chunk_size (0) must be >= 1"),
         ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 3}, "batch_size"),
-        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "mask": slice(-1, 5)}, "mask.start (-1) must be >= 0"),
-        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "mask": slice(5, 5)}, "mask.start (5) must be < mask.stop (5)"),
-        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "num_samples": 0}, "num_samples (0)"),
+        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "mask": slice(-1, 5)}, "mask.start must be >= 0 (got -1)"),
+        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "mask": slice(5, 5)}, "mask.start must be < mask.stop (got mask.start 5, mask.stop 5)"),
+        ({"chunk_size": 10, "preload_nchunks": 1, "batch_size": 5, "num_samples": 0}, "num_samples must be greater than 1 or equal to 1 (got 0)"),
     ],
 )
 def test_bad_configuration_is_a_config_error_with_the_cpp_message(kwargs, message):
@@ -38,7 +38,7 @@ def test_bad_configuration_is_a_config_error_with_the_cpp_message(kwargs, messag
 
 def test_bad_n_obs_is_raised_by_sample_before_anything_is_yielded():
     sampler = cs.RandomSampler(chunk_size=10, preload_nchunks=1, batch_size=5, mask=slice(0, 50), rng=rng())
-    with pytest.raises(cs.ConfigError, match=r"mask.stop \(50\) must be <= n_obs \(40\)"):
+    with pytest.raises(cs.ConfigError, match=r"mask.stop \(50\) exceeds loader n_obs \(40\): it must be <= n_obs"):
         sampler.sample(40)
     with pytest.raises(cs.ConfigError):
         sampler.validate(40)
@@ -119,7 +119,7 @@ def test_bad_dist_info_raises_type_error(dist_info, expected):
 
 def test_unknown_backend_and_options_are_value_errors():
     base = cs.SequentialSampler(chunk_size=10, preload_nchunks=1, batch_size=5)
-    with pytest.raises(ValueError, match="dist_info must be one of"):
+    with pytest.raises(ValueError, match=r"Unknown dist_info 'mpi': it must be one of \['env', 'jax', 'torch'\] or a callable"):
         cs.DistributedSampler(base, dist_info="mpi")
     with pytest.raises(cs.ConfigError, match="mode"):
         cs.DistributedSampler(base, dist_info=lambda: (0, 1), mode="shuffled")

@@ -405,19 +405,19 @@ SHORT = np.repeat([0, 1, 0, 2], [10, 3, 10, 8])
 # message must hold, after "WeightedClassSampler: " unless it names another source)
 REFUSED = [
     ({"class_weights": [1.0, -0.5, 1.0]}, None, ["class_weights=1,-0.5,1"], "class_weights[1] (-0.5)"),
-    ({"class_weights": [0.0, 0.0, 0.0]}, None, ["class_weights=0,0,0"], "class_weights (all 3 are 0)"),
+    ({"class_weights": [0.0, 0.0, 0.0]}, None, ["class_weights=0,0,0"], "class_weights must have at least one positive weight (all 3 are 0)"),
     ({"class_weights": [1.0, float("nan"), 1.0]}, None, ["class_weights=1,nan,1"], "class_weights[1] (nan)"),
-    ({"num_samples": 0}, None, ["num_samples=0"], "num_samples (0)"),
-    ({"batch_size": 3}, None, ["batch_size=3"], "batch_size (3)"),
-    ({"mask": slice(0, 700)}, None, ["mask=0:700"], "mask.stop (700)"),
+    ({"num_samples": 0}, None, ["num_samples=0"], "num_samples must be greater than 1 or equal to 1 (got 0)"),
+    ({"batch_size": 3}, None, ["batch_size=3"], "must be divisible by batch_size (3)"),
+    ({"mask": slice(0, 700)}, None, ["mask=0:700"], "mask.stop (700) exceeds loader n_obs (600)"),
     # The C++ Ranges' own check, before the sampler is made.
     ({"mask": [slice(0, 50), slice(40, 90)]}, None, ["mask=0:50,40:90"], "Ranges: ranges[0] = [0, 50) overlaps"),
     ({"classes": SHORT}, None, ["codes=" + ",".join(map(str, SHORT))], "class 1 (1 short run, shortest 3)"),
     ({"classes": np.array([0] * 20 + [-1] * 10, dtype=np.int8)}, None,
-     ["codes=" + ",".join(["0"] * 20 + ["-1"] * 10)], "codes[20] (-1)"),
-    ({}, 599, ["n_obs=599"], "n_obs (599) must equal the number of class codes (600)"),
+     ["codes=" + ",".join(["0"] * 20 + ["-1"] * 10)], "the classes contain NA values: codes[20] is -1"),
+    ({}, 599, ["n_obs=599"], "the class codes' length (600) does not match loader n_obs (599)"),
     ({"mask": slice(100, 160), "class_weights": [1.0, 0.0, 1.0]}, None, ["mask=100:160", "class_weights=1,0,1"],
-     "holds no chunk"),
+     "holds no chunk: no class with a positive weight is present in it"),
 ]
 
 

@@ -29,9 +29,11 @@ inline void check_request_shape(std::string_view name, std::int64_t chunk_size, 
   const std::int64_t request = chunk_size * preload_nchunks;
   if (batch_size < 1) throw_config("{}: batch_size ({}) must be >= 1", name, batch_size);
   if (batch_size > request)
-    throw_config("{}: batch_size ({}) must be <= chunk_size * preload_nchunks ({})", name, batch_size, request);
+    throw_config("{}: batch_size cannot exceed chunk_size * preload_nchunks: batch_size ({}) must be <= {}", name,
+                 batch_size, request);
   if (request % batch_size != 0)
-    throw_config("{}: batch_size ({}) must divide chunk_size * preload_nchunks ({})", name, batch_size, request);
+    throw_config("{}: chunk_size * preload_nchunks ({}) must be divisible by batch_size ({})", name, request,
+                 batch_size);
 }
 
 /// Checks `mask` (all of `[0, n_obs)` when absent) against `n_obs`, which is in `[0, 2^62]`,
@@ -47,10 +49,11 @@ inline std::int64_t check_mask_within(std::string_view name, const std::optional
   const Slice back = (*mask)[last];
   if (last == 0) {
     if (!back.open_ended() && back.stop > n_obs)
-      throw_config("{}: mask.stop ({}) must be <= n_obs ({})", name, back.stop, n_obs);
+      throw_config("{}: mask.stop ({}) exceeds loader n_obs ({}): it must be <= n_obs", name, back.stop, n_obs);
     if (back.start >= std::min(back.stop, n_obs))
-      throw_config("{}: the sampled range [{}, {}) is empty; it needs mask.start < mask.stop <= n_obs ({})", name,
-                   back.start, back.resolve(n_obs).stop, n_obs);
+      throw_config("{}: mask.start ({}) must be < mask.stop ({}{}): the sampled range [{}, {}) is empty", name,
+                   back.start, back.resolve(n_obs).stop, back.open_ended() ? ", which is n_obs when open-ended" : "",
+                   back.start, back.resolve(n_obs).stop);
     return back.resolve(n_obs).size();
   }
   if (back.open_ended()) {
@@ -77,8 +80,10 @@ inline std::int64_t check_mask_within(std::string_view name, const std::optional
 
 /// `num_samples`, when given, is in `[1, 2^62]`.
 inline void check_num_samples(std::string_view name, std::int64_t num_samples) {
-  if (num_samples < 1 || num_samples > max_size)
-    throw_config("{}: num_samples ({}) must be in [1, 2^62]", name, num_samples);
+  if (num_samples < 1)
+    throw_config("{}: num_samples must be greater than 1 or equal to 1 (got {}): it must be in [1, 2^62]", name,
+                 num_samples);
+  if (num_samples > max_size) throw_config("{}: num_samples ({}) must be in [1, 2^62]", name, num_samples);
 }
 
 /// A shard's budget, as `with_shard` takes it, is in `[1, 2^62]`.

@@ -155,9 +155,9 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
   /// must hold a chunk of a sampled class.
   [[nodiscard]] const ClassScope& checked_scope(std::int64_t n_obs) const {
     if (n_obs != n_obs_)
-      throw_config("{}: n_obs ({}) must equal the number of class codes ({}): the codes describe exactly the loader's "
-                   "observations",
-                   Derived::name, n_obs, n_obs_);
+      throw_config("{}: the class codes' length ({}) does not match loader n_obs ({}): the codes describe exactly the "
+                   "loader's observations",
+                   Derived::name, n_obs_, n_obs);
     if (scope_.windows.empty()) refuse_mask();
     return scope_;
   }
@@ -192,7 +192,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
       total = total + w;
     }
     if (!o.class_weights.empty() && !positive)
-      throw_config("{}: class_weights (all {} are 0) must hold at least one weight > 0", Derived::name,
+      throw_config("{}: class_weights must have at least one positive weight (all {} are 0)", Derived::name,
                    o.class_weights.size());
     if (!std::isfinite(total))
       throw_config("{}: class_weights sum to {}; the sum must be finite", Derived::name, total);
@@ -216,6 +216,10 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     std::int64_t start = 0;
     for (std::int64_t i = 0; i < n_obs_; ++i) {
       const T raw = codes[static_cast<std::size_t>(i)];
+      if (std::cmp_equal(raw, -1))
+        throw_config("{}: the classes contain NA values: codes[{}] is -1, pandas' code for NA; codes must be in "
+                     "[0, 2^31)",
+                     Derived::name, i);
       if (std::cmp_less(raw, 0) || std::cmp_greater(raw, std::numeric_limits<std::int32_t>::max()))
         throw_config("{}: codes[{}] ({}) must be in [0, 2^31)", Derived::name, i, raw);
       const auto code = static_cast<std::int32_t>(raw);
@@ -278,12 +282,12 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     const Ranges ranges = config_.mask ? config_.mask->resolve(n_obs_) : Ranges(0, n_obs_);
     if (ranges.size() == 1)
       throw_config(
-          "{}: the sampled range {} holds no chunk: no run of a class with a positive weight has chunk_size ({}) "
-          "observations inside it",
+          "{}: the sampled range {} holds no chunk: no class with a positive weight is present in it in a run of "
+          "chunk_size ({}) observations",
           Derived::name, range_text(ranges[0]), config_.chunk_size);
     throw_config(
-        "{}: the sampled ranges ({} ranges, the first {}) hold no chunk: no run of a class with a positive weight "
-        "has chunk_size ({}) observations inside one of them",
+        "{}: the sampled ranges ({} ranges, the first {}) hold no chunk: no class with a positive weight is present "
+        "in one of them in a run of chunk_size ({}) observations",
         Derived::name, ranges.size(), range_text(ranges[0]), config_.chunk_size);
   }
 
