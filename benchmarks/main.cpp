@@ -5,6 +5,7 @@
 //   chunksampler_bench                      # N = 10^6 ... 10^9, and 10^12 for chunksampler alone
 //   chunksampler_bench --sizes 100000 --once   # CI: every benchmark once, on a tiny N
 //   chunksampler_bench --sizes 1e8,1e9 --benchmark_filter='ranges'   # some rows: those whose name matches
+//   chunksampler_bench --json bench.json    # also every row's numbers as JSON (docs/tools/plots.py plots them)
 //
 // Progress goes to stderr, the table to stdout. Google Benchmark's flags pass through. The peak
 // memory of each (sampler, N) is measured in a fresh process of this program (--probe), so one
@@ -14,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -177,6 +179,17 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
+// What the table and the JSON call the build: the bench preset is Release; the dev preset's
+// smoke run is a Debug build, whose numbers mean nothing.
+#ifdef NDEBUG
+constexpr std::string_view build_kind = "Release";
+#else
+constexpr std::string_view build_kind = "Debug";
+#endif
+
+// A JSON value of an optional number: the number, or null for a cell the table shows as "–".
+std::string json_number(std::optional<double> v) { return v ? fmt::format("{:.6g}", *v) : std::string("null"); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,11 +213,14 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   std::vector<std::int64_t> sizes{1'000'000, 10'000'000, 100'000'000, 1'000'000'000, 1'000'000'000'000};
   bool once = false;
+  std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     try {
       if (arg == "--once") {
         once = true;
+      } else if (arg == "--json" && i + 1 < argc) {
+        json_path = argv[++i];
       } else if (arg == "--sizes" && i + 1 < argc) {
         sizes.clear();
         std::string_view list = argv[++i];
@@ -213,7 +229,8 @@ int main(int argc, char** argv) {
           sizes.push_back(parse_size(list.substr(0, comma)));
         }
       } else {
-        throw std::invalid_argument(fmt::format("{}: unknown option; use --sizes N,N,... and --once", arg));
+        throw std::invalid_argument(
+            fmt::format("{}: unknown option; use --sizes N,N,..., --once and --json PATH", arg));
       }
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "chunksampler_bench: {}\n", e.what());
@@ -309,11 +326,13 @@ int main(int argc, char** argv) {
   const auto libtorch_index = static_cast<std::size_t>(libtorch - workloads.begin());
 
   fmt::print("Rank 0 of 8, batches of 256 (chunk 256, preload 64: 16,384-position requests); {}, {} cores; "
-             "GCC {}, Release.\n\n",
-             cpu_model(), sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
+             "GCC {}, {}.\n\n",
+             cpu_model(), sysconf(_SC_NPROCESSORS_ONLN), __VERSION__, build_kind);
   fmt::print("| sampler | N | ns per position | × floor | × libtorch | first batch | restore + next batch | "
              "peak memory |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   const auto cell = [](std::optional<double> v, auto format) { return v ? format(*v) : std::string("–"); };
+  // The same rows as JSON, in nanoseconds and bytes, with the machine that measured them.
+  std::vector<std::string> json_rows;
   for (const std::int64_t n : sizes)
     for (std::size_t w = 0; w < workloads.size(); ++w) {
       const std::optional<double> ns = per_position(w, n);
@@ -328,6 +347,13 @@ int main(int argc, char** argv) {
       const Measured* restore = find("restore", w, n);
       const auto mem = memory.find({"memory", w, n});
       if (!ns && first == nullptr && restore == nullptr) continue;
+      json_rows.push_back(fmt::format(
+          R"({{"sampler": "{}", "n": {}, "ns_per_position": {}, "floor_ns_per_position": {}, "first_batch_ns": {}, )"
+          R"("restore_ns": {}, "peak_memory_bytes": {}}})",
+          workloads[w].name, n, json_number(ns), json_number(floor),
+          json_number(first ? std::optional(first->median_ns()) : std::nullopt),
+          json_number(restore ? std::optional(restore->median_ns()) : std::nullopt),
+          json_number(mem == memory.end() ? std::nullopt : std::optional(static_cast<double>(mem->second)))));
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} |\n", workloads[w].name, size_name(n),
                  cell(ns, [](double v) { return fmt::format("{:.2f}", v); }),
                  cell(ns && floor ? std::optional(*ns / *floor) : std::nullopt,
@@ -340,6 +366,18 @@ int main(int argc, char** argv) {
   fmt::print("\nRestore + next batch: from a state's text in memory (SamplerState::parse, restore), and for the "
              "\"checkpoint file\" rows from the file on disk, in the page cache (cs::load_state(path, sampler)), each "
              "to the first batch of the resumed epoch.\n");
+  if (!json_path.empty()) {
+    std::ofstream json(json_path);
+    json << fmt::format(R"({{"benchmark": "chunksampler_bench", "cpu": "{}", "cores": {}, "compiler": "GCC {}", )"
+                        R"("build": "{}", "rows": [)"
+                        "\n  {}\n]}}\n",
+                        cpu_model(), sysconf(_SC_NPROCESSORS_ONLN), __VERSION__, build_kind,
+                        fmt::join(json_rows, ",\n  "));
+    if (!json) {
+      fmt::print(stderr, "chunksampler_bench: --json: cannot write {}\n", json_path);
+      return 1;
+    }
+  }
   for (const std::string& name : missing) fmt::print(stderr, "chunksampler_bench: no result for {}\n", name);
   return missing.empty() ? 0 : 1;
 }

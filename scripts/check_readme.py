@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Checks that the outputs README.md shows are what its commands print (ctest -R readme).
+"""Checks that the outputs README.md and the documentation pages (docs/) show are what their
+commands print (ctest -R readme).
 
 Marking blocks. An HTML comment (invisible on GitHub) on the line just before a fenced block:
 
@@ -29,16 +30,17 @@ lines, replaced by "#"; so its words and units are checked, its numbers not. For
 `read 12000 rows, 9.7 MB in 0.038 s: 315070 rows/s, 255 MB/s` matches any printed
 `read # rows, # MB in # s: # rows/s, # MB/s`.
 
-A shown line that was not printed fails the check (exit status 1) with a message naming its line
-of the README; so do a command that fails, a malformed marker, a marker that is not just before a
-fenced block, a NAME without both blocks, and a README without any marked block.
+A shown line that was not printed fails the check (exit status 1) with a message naming its file
+and line; so do a command that fails, a malformed marker, a marker that is not just before a
+fenced block, a NAME without both blocks in its file, and files none of which has a marked block.
+Each file given to --readme is checked on its own; a NAME belongs to one file.
 
---catches-mismatch checks the checker instead: it copies the README with one digit changed in
-the first shown line that has a digit and no timing (the last digit of its first number of two
+--catches-mismatch checks the checker instead: it copies the first file that has such a line with
+one digit changed in the first shown line that has a digit and no timing (the last digit of its first number of two
 digits or more), runs the check on the copy (that block only)
 and passes only if the check fails and names exactly the changed line.
 
-    /usr/bin/python3 scripts/check_readme.py --readme README.md --source-dir . --build-dir build/dev
+    /usr/bin/python3 scripts/check_readme.py --readme README.md docs/*/*.md --source-dir . --build-dir build/dev
 """
 
 import argparse
@@ -62,8 +64,9 @@ class ReadmeError(Exception):
     pass
 
 
-def parse_blocks(readme):
-    """{name: {kind: (marker line number, [(line number, text), ...], dir)}} from the marked blocks."""
+def parse_blocks(readme, required=True):
+    """{name: {kind: (marker line number, [(line number, text), ...], dir)}} from the marked blocks;
+    a file without any is an error when REQUIRED."""
     lines = readme.read_text().splitlines()
     blocks = {}
     for i, line in enumerate(lines):
@@ -91,7 +94,7 @@ def parse_blocks(readme):
             raise ReadmeError(f"{where}: a second '{name} {kind}' block (the first is at "
                               f"{readme}:{blocks[name][kind][0]})")
         blocks[name][kind] = (i + 1, body, match["dir"])
-    if not blocks:
+    if not blocks and required:
         raise ReadmeError(f"{readme}: no block marked <!-- readme-check: NAME commands|output -->")
     for name, kinds in blocks.items():
         for kind in ("commands", "output"):
@@ -190,47 +193,60 @@ def check_output(readme, name, expected, printed, commands_at):
     return failures
 
 
+def marked_files(args):
+    """[(file, its blocks)] of the files given that have marked blocks; one of them must."""
+    files = [(readme, parse_blocks(readme, required=len(args.readme) == 1)) for readme in args.readme]
+    files = [(readme, blocks) for readme, blocks in files if blocks]
+    if not files:
+        raise ReadmeError(f"{', '.join(map(str, args.readme))}: no block marked <!-- readme-check: NAME commands|output -->")
+    return files
+
+
 def check(args):
-    blocks = parse_blocks(args.readme)
-    names = [args.only] if args.only else list(blocks)
-    if args.only and args.only not in blocks:
-        raise ReadmeError(f"{args.readme}: no block is named '{args.only}'")
+    files = marked_files(args)
+    if args.only and not any(args.only in blocks for _, blocks in files):
+        raise ReadmeError(f"{', '.join(map(str, args.readme))}: no block is named '{args.only}'")
     failures = []
-    for name in names:
-        printed, commands_at = run_block(args.readme, name, blocks[name]["commands"], args)
-        _, expected, _ = blocks[name]["output"]
-        found = check_output(args.readme, name, expected, printed, commands_at)
-        failures += found
-        shown = sum(1 for _, text in expected if text.strip())
-        print(f"{args.readme}:{blocks[name]['output'][0]}: '{name}': "
-              f"{shown - len(found)} of {shown} shown lines printed", flush=True)
+    for readme, blocks in files:
+        for name in [args.only] if args.only else list(blocks):
+            if name not in blocks:
+                continue
+            printed, commands_at = run_block(readme, name, blocks[name]["commands"], args)
+            _, expected, _ = blocks[name]["output"]
+            found = check_output(readme, name, expected, printed, commands_at)
+            failures += found
+            shown = sum(1 for _, text in expected if text.strip())
+            print(f"{readme}:{blocks[name]['output'][0]}: '{name}': "
+                  f"{shown - len(found)} of {shown} shown lines printed", flush=True)
     return failures
 
 
 def catches_mismatch(args):
     """Passes (returns 0) when the check of a copy with one changed digit fails on that line."""
-    blocks = parse_blocks(args.readme)
     target = None
-    for name, kinds in blocks.items():
-        for number, text in kinds["output"][1]:
-            if re.search(r"\d", text) and not TIMING.search(text):
-                target = (name, number, text)
+    for readme, blocks in marked_files(args):
+        for name, kinds in blocks.items():
+            for number, text in kinds["output"][1]:
+                if re.search(r"\d", text) and not TIMING.search(text):
+                    target = (readme, name, number, text)
+                    break
+            if target:
                 break
         if target:
             break
     if not target:
-        print(f"{args.readme}: no shown output line has a digit to change", file=sys.stderr)
+        print(f"{', '.join(map(str, args.readme))}: no shown output line has a digit to change", file=sys.stderr)
         return 1
-    name, number, text = target
+    readme, name, number, text = target
     # the last digit of the first number of two digits or more (9920 -> 9921), else the first digit
     digit = re.search(r"(?<=\d)\d(?!\d)", text) or re.search(r"\d", text)
     changed = text[:digit.start()] + str((int(digit.group()) + 1) % 10) + text[digit.end():]
-    lines = args.readme.read_text().splitlines(keepends=True)
+    lines = readme.read_text().splitlines(keepends=True)
     lines[number - 1] = changed + "\n"
     with tempfile.TemporaryDirectory(prefix="readme-check-copy-") as copy_dir:
-        copy = Path(copy_dir) / "README.md"
+        copy = Path(copy_dir) / readme.name
         copy.write_text("".join(lines))
-        print(f"{args.readme}:{number}: changed to\n    {changed}\nin {copy}; the check of '{name}' must fail there")
+        print(f"{readme}:{number}: changed to\n    {changed}\nin {copy}; the check of '{name}' must fail there")
         done = subprocess.run([sys.executable, __file__, "--readme", str(copy), "--source-dir", str(args.source_dir),
                                "--build-dir", str(args.build_dir), "--mpirun", args.mpirun, "--only", name],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
@@ -247,7 +263,8 @@ def catches_mismatch(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--readme", type=Path, required=True)
+    parser.add_argument("--readme", type=Path, nargs="+", required=True,
+                        help="README.md and the documentation pages whose marked blocks to check")
     parser.add_argument("--source-dir", type=Path, required=True, help="the repository root")
     parser.add_argument("--build-dir", type=Path, required=True, help="what build/dev means")
     parser.add_argument("--mpirun", default="mpirun", help="the mpirun to run (mpirun)")

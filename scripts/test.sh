@@ -2,7 +2,7 @@
 # Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
 # consumers), the Python package's tests (scripts/test_python.sh: with PyPI's torch 2 and its
 # training stacks, and with Debian's Python and torch), annbatch's own sampler tests against it
-# (scripts/test_annbatch.sh) and the lint (scripts/lint.sh),
+# (scripts/test_annbatch.sh), the documentation site (scripts/docs.sh) and the lint (scripts/lint.sh),
 # then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, once more under
 # ThreadSanitizer, and the fuzz targets briefly.
 #   scripts/test.sh
@@ -35,6 +35,10 @@ bash scripts/test_python.sh
 # annbatch 0.3.1's own sampler tests against the package, in Python 3.12 with the real annbatch
 # (about a minute).
 bash scripts/test_annbatch.sh
+# The documentation site, built strictly (warnings and broken cross references fail), its API
+# reference checked against the public names, and three pages opened in headless Chromium (about a
+# minute).
+bash scripts/docs.sh
 unset CHUNKSAMPLER_WHEEL_DIR
 
 # clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the

@@ -132,8 +132,11 @@ struct LoadRequest {
 
 }  // namespace chunksampler
 
-/// `Splits` is a cheap view whose iterators do not refer to it.
+// `Splits` is a cheap view whose iterators do not refer to it. (Doxygen, which reads these as
+// undeclared std names, skips them: docs/Doxyfile defines CHUNKSAMPLER_DOXYGEN.)
+#ifndef CHUNKSAMPLER_DOXYGEN
 template <>
 inline constexpr bool std::ranges::enable_borrowed_range<chunksampler::Splits> = true;
 template <>
 inline constexpr bool std::ranges::enable_view<chunksampler::Splits> = true;
+#endif

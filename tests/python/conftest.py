@@ -30,15 +30,25 @@ def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SOURCE = Path(__file__).resolve().parents[2]
+# The pages whose shown outputs the tests check: the README and the documentation site's sources.
+PAGES = [SOURCE / "README.md", *sorted((SOURCE / "docs").rglob("*.md"))]
 
 
-def readme_output(name: str) -> str:
-    """The text of the README's ``<!-- python-output: NAME -->`` block: what a documented command
-    prints, which the test that runs the command compares with what it printed."""
-    match = re.search(rf"<!-- python-output: {re.escape(name)} -->\n```text\n(.*?)```", README.read_text(), re.S)
-    assert match, f"README.md has no python-output block named {name!r}"
-    return match.group(1)
+def shown_block(kind: str, name: str, language: str) -> tuple[Path, str]:
+    """The page holding the ``<!-- KIND: NAME -->`` fenced block of LANGUAGE, and the block's text.
+    A name belongs to one page."""
+    pattern = re.compile(rf"<!-- {re.escape(kind)}: {re.escape(name)} -->\n```{language}\n(.*?)```", re.S)
+    found = [(page, m.group(1)) for page in PAGES for m in pattern.finditer(page.read_text())]
+    assert len(found) == 1, f"{len(found)} blocks <!-- {kind}: {name} --> in README.md and docs/, not one"
+    return found[0]
+
+
+def shown_output(name: str) -> str:
+    """The text of the ``<!-- python-output: NAME -->`` block of the README or a documentation page:
+    what a documented command prints, which the test that runs the command compares with what it
+    printed."""
+    return shown_block("python-output", name, "text")[1]
 
 
 def free_port() -> int:

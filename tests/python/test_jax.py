@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, free_port, readme_output, rng
+from conftest import epoch_batches, free_port, shown_output, rng
 
 import chunksampler as cs
 
@@ -246,9 +246,9 @@ def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(tmp_path):
     assert losses[0] > losses[1] > losses[2] and losses[2] < 0.7 * losses[0], losses
     printed = [float(line.split("loss ")[1].split(",")[0]) for line in out.splitlines() if line.startswith("epoch ")]
     assert printed == [round(loss, 4) for loss in losses]
-    # The README shows a 5-epoch run: the same lines of both processes, and epoch lines of the same
+    # The documentation shows a 5-epoch run: the same lines of both processes, and epoch lines of the same
     # form (their losses are that machine's).
-    shown = readme_output("jax-train").splitlines()
+    shown = shown_output("jax-train").splitlines()
     numbers = re.compile(r"\d+\.\d+")
     assert [line for line in out.splitlines() if line.startswith("process ")] == [
         line for line in shown if line.startswith("process ")]

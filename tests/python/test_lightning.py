@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port, readme_output, rng
+from conftest import free_port, shown_output, rng
 
 import chunksampler as cs
 
@@ -403,5 +403,5 @@ def test_the_example_prints_what_each_epoch_trained_and_validated(jobs):
         "(4 + 4 batches)"
         for e in range(2)
     ]
-    # The README shows the 3-epoch run: its first two epochs are these.
-    assert printed == readme_output("lightning-train").splitlines()[:2]
+    # The documentation shows the 3-epoch run: its first two epochs are these.
+    assert printed == shown_output("lightning-train").splitlines()[:2]

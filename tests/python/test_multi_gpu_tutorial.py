@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, free_port, readme_output, rng, run_child
+from conftest import epoch_batches, free_port, shown_output, rng, run_child
 
 for module in ("torch", "annbatch", "anndata", "zarr", "scipy"):
     pytest.importorskip(module)
@@ -40,14 +40,14 @@ def rank_sampler(rank: int) -> cs.DistributedSampler:
 def collection(tmp_path_factory):
     where = tmp_path_factory.mktemp("multi_gpu")
     out = run([str(STEPS / "make_collection.py"), str(where)], timeout=120)
-    assert out == readme_output("multi-gpu-collection") == (
+    assert out == shown_output("multi-gpu-collection") == (
         "ddp_collection.zarr: 2 datasets of 10000 + 10000 = 20000 cells x 256 genes, CSR, 512000 non-zero values\n")
     return where
 
 
 def test_inspecting_the_ranks_prints_39_batches_an_epoch_for_each(collection):
     out = run([str(STEPS / "inspect_ranks.py"), str(collection)], timeout=120)
-    assert out == readme_output("multi-gpu-inspect") == "rank 0 of 2 → 39 batches/epoch\nrank 1 of 2 → 39 batches/epoch\n"
+    assert out == shown_output("multi-gpu-inspect") == "rank 0 of 2 → 39 batches/epoch\nrank 1 of 2 → 39 batches/epoch\n"
     # 10,000 cells a rank, whole batches of 256: 39, and 16 cells of each shard left out.
     assert [rank_sampler(rank).n_batches(N_CELLS) for rank in range(WORLD_SIZE)] == [39, 39]
 
@@ -61,8 +61,8 @@ def test_torchrun_job_streams_each_rank_its_disjoint_shard(collection, tmp_path)
     assert out == (f"[rank 0/2] {devices[0]} streamed 9984 rows in 39 batches\n"
                    f"[rank 1/2] {devices[1]} streamed 9984 rows in 39 batches\n"
                    "2 shards, disjoint: 19968 distinct cells of 20000 read once each, 32 left out\n")
-    # The README shows the CPU run.
-    assert out.replace("cuda:0", "cpu").replace("cuda:1", "cpu") == readme_output("multi-gpu-stream")
+    # The documentation shows the CPU run.
+    assert out.replace("cuda:0", "cpu").replace("cuda:1", "cpu") == shown_output("multi-gpu-stream")
     saved = np.load(rows)
     cells = [saved[f"rank{rank}"] for rank in range(WORLD_SIZE)]
     for rank, read in enumerate(cells):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port, readme_output
+from conftest import free_port, shown_output
 
 import chunksampler as cs
 
@@ -221,12 +221,12 @@ def test_the_example_prints_each_ranks_batches(runs):
     assert "rank 0: epoch 0: trained on 14 batches (1792 cells), validated 2 (256 cells)" in runs["crashed_out"]
     assert "rank 1: epoch 0: trained on 14 batches (1792 cells), validated 1 (64 cells)" in runs["crashed_out"]
     assert "rank 1: epoch 1: trained on 12 batches (1536 cells), validated 1 (64 cells)" in runs["resumed_out"]
-    # The README shows both runs' lines. The two ranks write to one pipe, so their lines interleave
+    # The documentation shows both runs' lines. The two ranks write to one pipe, so their lines interleave
     # differently from run to run (even within a line), and the ELBO varies a little: each shown line
     # but the ELBO's is printed.
     for name, out in (("scvi-crash", runs["crashed_out"]), ("scvi-resume", runs["resumed_out"])):
         out = out.replace(str(runs["work"]), "work")
-        for line in readme_output(name).splitlines():
+        for line in shown_output(name).splitlines():
             assert line.startswith("elbo_train by epoch: ") or line in out, (name, line, out)
 
 
