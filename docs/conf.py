@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
-import chunksampler
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "tools"))  # the local extension run_examples
 
 project = "chunksampler"
 author = "the chunksampler developers"
@@ -30,6 +30,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "breathe",
+    "run_examples",  # docs/tools/run_examples.py: the pages' Python examples run, their output checked
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
