@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // How closely WeightedClassSampler's requests follow the class weights, independent against
-// stratified composition: the README's comparison table. Not a timing: it counts the classes of
-// the chunks of every request of one epoch.
+// stratified composition: the comparison table of docs/tutorials/class-batches.md. Not a timing: it counts the classes
+// of the chunks of every request of one epoch.
 //
 //   chunksampler_class_mix                       # 10,000 requests of 32 chunks, seed 0
 //   chunksampler_class_mix --windows 1000 --seed 7

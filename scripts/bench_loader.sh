@@ -6,7 +6,7 @@
 # Python 3.12 virtual environment with annbatch[zarrs] 0.3.1 (its dependencies at the versions of
 # tests/annbatch/constraints.txt) and this repository's wheel, built and installed into it as
 # scripts/test_annbatch.sh builds it; a second run only recompiles what changed.
-#   scripts/bench_loader.sh                                    # the README's tables (~10 minutes on 2 cores)
+#   scripts/bench_loader.sh                                    # the tables of docs/performance.md (~10 minutes on 2 cores)
 #   scripts/bench_loader.sh --cache build/bench-loader/stores  # the stores kept and reused (~420 MiB)
 #   scripts/bench_loader.sh --quick                            # 10,000 rows, once: checks it works
 #   scripts/bench_loader.sh --pipelines zarrs --stores dense --repeats 9 --json out.json

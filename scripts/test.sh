@@ -50,7 +50,7 @@ cmake --preset sanitize -DCHUNKSAMPLER_REQUIRE_MPI=ON -DCHUNKSAMPLER_TEST_CONSUM
 cmake --build --preset sanitize -j "$jobs"
 ctest --preset sanitize -j "$jobs"
 
-# The suite once more under ThreadSanitizer, which checks the thread-safety rules of the README
+# The suite once more under ThreadSanitizer, which checks the thread-safety rules of docs/concepts/threads.md
 # (tests/test_threads.cpp) and every other test, the MPI and torchrun jobs included. About 9
 # minutes on 2 cores, nearly all of it the build.
 cmake --preset tsan -DCHUNKSAMPLER_REQUIRE_MPI=ON

@@ -41,8 +41,8 @@ struct Reference {
 };
 
 // The references of a round, each computed once, by iterating the sampler of every rank in this
-// process, and checked against the README's formulas before any run is compared with it: a
-// reference that broke the library's promise would make every comparison with it meaningless.
+// process, and checked against the documented formulas (docs/concepts/shard-modes.md) before any run is compared with
+// it: a reference that broke the library's promise would make every comparison with it meaningless.
 class References {
  public:
   References(const Job& job, examples::Failures& failures) : job_(job), failures_(failures) {}
@@ -70,8 +70,8 @@ class References {
   }
 
  private:
-  // Batches per rank and which observations an epoch reads, by the README's formulas, with equal
-  // full batches.
+  // Batches per rank and which observations an epoch reads, by the documented formulas (docs/concepts/shard-modes.md),
+  // with equal full batches.
   void check_promise(std::uint64_t epoch, std::int64_t w, const Reference& ref) {
     const std::int64_t n = job_.n_obs;
     const std::int64_t b = job_.batch_size;
@@ -79,8 +79,8 @@ class References {
     std::vector<std::int64_t> reads(static_cast<std::size_t>(n), 0);
     for (std::size_t r = 0; r < ref.ranks.size(); ++r) {
       if (std::ssize(ref.ranks[r]) != per_rank)
-        failures_.fail("reference: epoch {} on {} ranks: rank {} reads {} batches, the README promises {}", epoch, w, r,
-                       ref.ranks[r].size(), per_rank);
+        failures_.fail("reference: epoch {} on {} ranks: rank {} reads {} batches, the documentation promises {}",
+                       epoch, w, r, ref.ranks[r].size(), per_rank);
       for (const Batch& batch : ref.ranks[r]) {
         if (std::ssize(batch) != b)
           failures_.fail("reference: epoch {} on {} ranks: rank {} reads a batch of {}, not {}", epoch, w, r,
@@ -313,7 +313,7 @@ RoundReport check_round(const Job& job, const std::vector<Launch>& launches, Bre
     const Reference& ref = references.of(e, w0);
     bool same_world = true;
     Counts committed;
-    // The README's re-deal, from the points where the restarts resumed: the old ranks each read
+    // The documented re-deal, from the points where the restarts resumed: the old ranks each read
     // `at - dealt_at` batches of the `pool` they were dealt; the rest is dealt evenly among the
     // new ranks, and fewer than their number, left over, are left out.
     std::int64_t pool = ref.total;  // the batches the ranks were last dealt (all ranks)

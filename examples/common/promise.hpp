@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// What an epoch promises by the README's formulas ("Shard modes and remainder policies"), computed
+// What an epoch promises by the documented formulas (docs/concepts/shard-modes.md), computed
 // here rather than asked of the library, so that the examples' checks compare the real job with the
 // contract. Equal full batches, as the examples' jobs use them.
 

@@ -5,7 +5,7 @@
 // CSR matrix X with one contiguous HDF5 read of X/data and X/indices per chunk, gathers each
 // batch's rows from that buffer into a batch CSR, and "trains" on it: a row sum and a count of
 // stored values per row. After each epoch rank 0 gathers what every rank trained on and checks
-// it against the README's promise for Remainder::drop (every cell of the window read exactly
+// it against the documented promise for Remainder::drop (every cell of the window read exactly
 // once, equal full batches on every rank, a new order every epoch) and against the obs/row_sum
 // and obs/nnz columns that make_h5ad.py computed independently, in Python.
 //
@@ -207,8 +207,8 @@ Reference read_reference(hid_t file, std::int64_t n_obs) {
   return reference;
 }
 
-// The cells Remainder::drop promises to read, [0, window), from the README's formulas (not the
-// sampler's): contiguous shards of round_down(n / W, B) rows each; global, round_down(n, W * B).
+// The cells Remainder::drop promises to read, [0, window), from the documented formulas (docs/concepts/shard-modes.md)
+// (not the sampler's): contiguous shards of round_down(n / W, B) rows each; global, round_down(n, W * B).
 std::int64_t drop_window(std::int64_t n_obs, std::int64_t world, std::int64_t batch, cs::ShardMode mode) {
   if (mode == cs::ShardMode::contiguous) return world * (n_obs / world / batch * batch);
   return n_obs / (world * batch) * (world * batch);

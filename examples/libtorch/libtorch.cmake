@@ -1,6 +1,6 @@
 # ctest runs this (example.libtorch.train): train_h5ad on RANKS ranks, uninterrupted, then stopped
 # after STOP_AFTER batches and resumed from its checkpoint. The expected counts come from the
-# README's formulas, not from the library: contiguous shards of round_down(N_OBS / RANKS,
+# documented formulas (docs/concepts/shard-modes.md), not from the library: contiguous shards of round_down(N_OBS / RANKS,
 # BATCH_SIZE) rows, read in chunks of CHUNK_SIZE, PRELOAD chunks per request.
 #   cmake -DMPIEXEC=mpirun -DTRAIN=train_h5ad -DFILE=cells.h5ad -DN_OBS=5003 -DRANKS=2 -DCHUNK_SIZE=100
 #         -DPRELOAD=2 -DBATCH_SIZE=40 -DSTOP_AFTER=23 -DWORK=dir -P libtorch.cmake

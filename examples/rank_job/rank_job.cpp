@@ -221,8 +221,8 @@ Run load_run(const std::string& dir) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The check. What each policy promises is computed here from the README's formulas, not asked of
-// the library, so the check compares the real job with the contract.
+// The check. What each policy promises is computed here from the documented formulas (docs/concepts/shard-modes.md),
+// not asked of the library, so the check compares the real job with the contract.
 
 struct Report {
   bool ok = true;
