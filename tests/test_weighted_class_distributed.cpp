@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace test_weighted_class_distributed {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -230,3 +232,5 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>, global: elastic restore fro
       }
   CHECK(restarts == 32);
 }
+
+}  // namespace test_weighted_class_distributed

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+namespace test_weighted_class_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -375,3 +377,5 @@ TEST_CASE("WeightedClassSampler's random stream is pinned", "[weighted]") {
     }
   }
 }
+
+}  // namespace test_weighted_class_sampler

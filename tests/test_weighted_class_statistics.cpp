@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+namespace test_weighted_class_statistics {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -341,3 +343,5 @@ TEST_CASE("WeightedClassSampler, stratified: an epoch's expected count of a clas
     }
   }
 }
+
+}  // namespace test_weighted_class_statistics
