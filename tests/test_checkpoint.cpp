@@ -37,6 +37,8 @@
 
 #include <sys/stat.h>
 
+namespace test_checkpoint {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -750,3 +752,5 @@ TEST_CASE("checkpoint: a bare file name is relative to the current directory", "
   CHECK(support::read_bytes(dir / "weights.bin") == "weights");
   CHECK(cs::load_state(dir / "job.state") == state);
 }
+
+}  // namespace test_checkpoint

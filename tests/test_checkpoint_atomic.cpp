@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+namespace test_checkpoint_atomic {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -190,3 +192,5 @@ TEST_CASE("checkpoint: saves from several threads to one path all finish, and re
   CHECK(std::find(states.begin() + 1, states.end(), last) != states.end());
   CHECK(support::entries(dir.path()) == std::vector<std::string>{"job.state"});
 }
+
+}  // namespace test_checkpoint_atomic

@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+namespace test_class_codes {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -95,3 +97,5 @@ TEST_CASE("ClassSampler's codes are integers, not booleans or characters", "[cla
   STATIC_REQUIRE_FALSE(std::is_constructible_v<cs::ClassSampler, std::vector<bool>, cs::ClassOptions>);
   STATIC_REQUIRE_FALSE(std::is_constructible_v<cs::ClassSampler, std::vector<float>, cs::ClassOptions>);
 }
+
+}  // namespace test_class_codes

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace test_class_distributed {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -215,3 +217,5 @@ TEST_CASE("DistributedSampler<ClassSampler> resumes and splits among workers in 
   CHECK(tally.points > 300);
   CHECK(tally.mid_request > 50);
 }
+
+}  // namespace test_class_distributed

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+namespace test_class_ranges {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -611,3 +613,5 @@ TEST_CASE("ClassSampler's stream over many ranges is pinned", "[class][ranges]")
   CHECK(e0[0].batches[0] == std::vector<std::int64_t>{1, 0, 4, 3, 2});
   CHECK(e0[3].batches[1] == std::vector<std::int64_t>{7, 8, 6, 9, 5});
 }
+
+}  // namespace test_class_ranges

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_class_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -476,3 +478,5 @@ TEST_CASE("ClassSampler's random stream is pinned", "[class]") {
   const auto e1 = support::epoch(sampler, 46);
   CHECK(e1.front().chunks == std::vector<cs::Slice>{{30, 35}, {31, 36}});
 }
+
+}  // namespace test_class_sampler

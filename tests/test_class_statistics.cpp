@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace test_class_statistics {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -113,3 +115,5 @@ TEST_CASE("ClassSampler: class frequencies follow the renormalized weights (chi-
     }
   }
 }
+
+}  // namespace test_class_statistics

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_concepts {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -567,3 +569,5 @@ TEST_CASE("DistInfoSource: callables returning DistInfo", "[concepts]") {
   // int_info is referenced so the negative check above is on a real function
   REQUIRE(int_info() == 0);
 }
+
+}  // namespace test_concepts

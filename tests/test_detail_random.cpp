@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_detail_random {
+
 namespace cs = chunksampler;
 namespace detail = chunksampler::detail;
 using support::chi_square;
@@ -487,3 +489,5 @@ TEST_CASE("pinned streams: make_engine, bounded, FeistelPermutation, KeyedPermut
     REQUIRE(values == std::array<std::int64_t, 10>{2, 5, 3, 8, 6, 4, 9, 7, 0, 1});
   }
 }
+
+}  // namespace test_detail_random

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_dist_info {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -228,3 +230,5 @@ TEST_CASE("DistributedSampler with dist::from_env under RANK=1 WORLD_SIZE=3", "[
     REQUIRE(seen[obs] == (obs >= 30 && obs < 60 ? 1 : 0));
   }
 }
+
+}  // namespace test_dist_info

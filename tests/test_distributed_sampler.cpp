@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace test_distributed_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -438,3 +440,5 @@ TEST_CASE("DistributedSampler splits num_samples over the ranks", "[distributed]
     }
   }
 }
+
+}  // namespace test_distributed_sampler

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace test_elastic {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -400,3 +402,5 @@ TEST_CASE("Elastic restore needs global mode and a state without workers", "[dis
     CHECK_NOTHROW(same.restore(state));
   }
 }
+
+}  // namespace test_elastic

@@ -20,6 +20,8 @@
 #include <system_error>
 #include <type_traits>
 
+namespace test_errors {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -172,3 +174,5 @@ TEST_CASE("a launcher environment without a world size throws EnvironmentError",
   };
   CHECK_THROWS_AS(cs::detail::dist_info_from(bad_lookup), cs::ConfigError);
 }
+
+}  // namespace test_errors

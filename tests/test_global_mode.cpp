@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_global_mode {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -403,3 +405,5 @@ TEST_CASE("Global mode with replacement keeps the whole range, whatever the budg
     CHECK(tail_draws > 100);
   }
 }
+
+}  // namespace test_global_mode

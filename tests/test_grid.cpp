@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace test_grid {
+
 namespace cs = chunksampler;
 using Catch::Matchers::Contains;
 using support::ConfigRng;
@@ -395,3 +397,5 @@ TEST_CASE("grid: ten million ranges under RandomSampler and DistributedSampler",
   auto rest = resumed.sample(n_obs);
   REQUIRE(support::own(*rest.begin()) == support::own(*it));
 }
+
+}  // namespace test_grid

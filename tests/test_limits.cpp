@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace test_limits {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -553,3 +555,5 @@ TEST_CASE("MixtureSampler: 2^62 positions over small datasets, and 2^20 ranks ov
     }
   }
 }
+
+}  // namespace test_limits

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_limits_distributed {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -399,3 +401,5 @@ TEST_CASE("an elastic restart inside epoch 2^64 - 1 keeps its dealt runs across 
   const support::Batches all = support::observations(rest);
   REQUIRE(support::observations(support::epoch(again, n_obs)) == support::Batches(all.begin() + 5, all.end()));
 }
+
+}  // namespace test_limits_distributed

@@ -13,6 +13,8 @@
 #include <span>
 #include <vector>
 
+namespace test_load_request {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -199,3 +201,5 @@ TEST_CASE("LoadRequest: buffer_size sums the chunk sizes, range-for walks its ba
   const std::vector<cs::Slice> huge{{0, std::int64_t{1} << 61}, {std::int64_t{1} << 61, std::int64_t{1} << 62}};
   REQUIRE(cs::LoadRequest{.chunks = huge, .splits = {}}.buffer_size() == std::int64_t{1} << 62);
 }
+
+}  // namespace test_load_request

@@ -21,6 +21,8 @@
 #include <stdexcept>
 #include <vector>
 
+namespace test_mixture_distributed {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -338,3 +340,5 @@ TEST_CASE("MixtureSampler: sizes near 2^62 do not overflow, and nothing grows wi
     }
   }
 }
+
+}  // namespace test_mixture_distributed

@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_mixture_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -564,3 +566,5 @@ TEST_CASE("MixtureSampler's random stream is pinned", "[mixture]") {
   CHECK(e0.front().positions() ==
         std::vector<std::int64_t>{12, 15, 2, 5, 18, 11, 8, 6, 16, 0, 9, 3, 17, 10, 13, 4, 1, 14, 19, 7});
 }
+
+}  // namespace test_mixture_sampler

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <vector>
 
+namespace test_open_mask {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -112,3 +114,5 @@ TEST_CASE("an open-ended mask in ClassSampler, and the refusals", "[open_mask]")
           {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 4, .mask = cs::Slice::from(std::int64_t{1} << 62)}),
       Contains("must be < 2^62"));
 }
+
+}  // namespace test_open_mask

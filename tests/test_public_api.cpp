@@ -12,6 +12,8 @@
 #include <optional>
 #include <vector>
 
+namespace test_public_api {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -149,3 +151,5 @@ TEST_CASE("a state shows what users need through accessors that match its text",
                       Catch::Matchers::Contains("storage grid") && Catch::Matchers::Contains(old));
   }
 }
+
+}  // namespace test_public_api

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace test_random_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -345,3 +347,5 @@ TEST_CASE("RandomSampler's random stream is pinned", "[random_sampler]") {
     CHECK(e0.front().chunks == std::vector<cs::Slice>{{32, 42}, {73, 83}, {44, 54}});
   }
 }
+
+}  // namespace test_random_sampler

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace test_ranges {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -417,3 +419,5 @@ TEST_CASE("ten million ranges: built and looked up in O(log ranges)", "[ranges]"
   REQUIRE(grid.n_chunks() == expected_chunks);
   REQUIRE(grid.chunk(grid.n_chunks() - 1).stop == ranges.back().stop);
 }
+
+}  // namespace test_ranges

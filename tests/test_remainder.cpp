@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace test_remainder {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -216,3 +218,5 @@ TEST_CASE("Remainder worked example: 107 observations, 3 ranks, chunk 10, preloa
     }
   }
 }
+
+}  // namespace test_remainder

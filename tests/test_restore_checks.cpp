@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_restore_checks {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -442,3 +444,5 @@ TEST_CASE("a sweep: states restored into samplers that differ in one setting", "
                               "mode", "remainder", "enforce_equal_batches"})
     CHECK(accepted[setting] == 0);
 }
+
+}  // namespace test_restore_checks

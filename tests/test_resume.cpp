@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_resume {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -308,3 +310,5 @@ TEST_CASE("resume: the middle of an epoch over 10^12 observations is served at o
     check_huge_restore(make, n_obs, 4, {}, 3'906'250'000 / 8);
   }
 }
+
+}  // namespace test_resume

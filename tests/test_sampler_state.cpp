@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_sampler_state {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -603,3 +605,5 @@ TEST_CASE("a state beyond the epoch is refused by sample()", "[state]") {
     CHECK_THROWS_AS(cs::DistributedSampler(base, cs::DistInfo{0, 2}).state(-1), std::invalid_argument);
   }
 }
+
+}  // namespace test_sampler_state

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace test_sequential_sampler {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -151,3 +153,5 @@ TEST_CASE("SequentialSampler worked example with a mask", "[sequential]") {
   CHECK(requests[1].chunks == std::vector<cs::Slice>{{18, 20}, {20, 21}});
   CHECK(requests[1].batches == Batches{iota(0, 3)});
 }
+
+}  // namespace test_sequential_sampler

@@ -27,6 +27,8 @@
 #include <variant>
 #include <vector>
 
+namespace test_split {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -695,3 +697,7 @@ TEST_CASE("split: RandomSampler and DistributedSampler read a split's rows exact
     CHECK(seen == expected);
   }
 }
+
+#undef REQUIRE_CONFIG_ERROR
+
+}  // namespace test_split

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_threads {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -364,3 +366,5 @@ TEST_CASE("threads: a rank's workers, each a copy on its own thread, read its ep
     }
   });
 }
+
+}  // namespace test_threads

@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+namespace test_uniform_order {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -434,3 +436,5 @@ TEST_CASE("uniform order: MixtureSampler's request slots and its passes over a d
     }
   }
 }
+
+}  // namespace test_uniform_order

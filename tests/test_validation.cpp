@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace test_validation {
+
 namespace cs = chunksampler;
 
 namespace {
@@ -424,3 +426,7 @@ TEST_CASE("DistributedSampler: empty shards and bad n_obs", "[validation]") {
     REQUIRE_INVALID(tiny_loose.n_batches(1000), Contains("num_samples (2)"));
   }
 }
+
+#undef REQUIRE_INVALID
+
+}  // namespace test_validation

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace test_version {
+
 TEST_CASE("version macros match project(VERSION)", "[version]") {
   STATIC_REQUIRE(CHUNKSAMPLER_VERSION_MAJOR == CHUNKSAMPLER_PROJECT_VERSION_MAJOR);
   STATIC_REQUIRE(CHUNKSAMPLER_VERSION_MINOR == CHUNKSAMPLER_PROJECT_VERSION_MINOR);
@@ -10,3 +12,5 @@ TEST_CASE("version macros match project(VERSION)", "[version]") {
   STATIC_REQUIRE(CHUNKSAMPLER_VERSION ==
                  CHUNKSAMPLER_VERSION_MAJOR * 10000 + CHUNKSAMPLER_VERSION_MINOR * 100 + CHUNKSAMPLER_VERSION_PATCH);
 }
+
+}  // namespace test_version

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace test_workers {
+
 namespace {
 
 namespace cs = chunksampler;
@@ -181,3 +183,5 @@ TEST_CASE("Workers: an invalid WorkerInfo throws std::invalid_argument", "[worke
         cs::DistributedSampler(random, cs::DistInfo{.rank = 1, .world_size = 2}, {.mode = cs::ShardMode::global}), 100);
   }
 }
+
+}  // namespace test_workers
