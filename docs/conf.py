@@ -37,7 +37,6 @@ source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 templates_path = ["_templates"]
-html_static_path = ["_static"]
 
 # MyST: headings get anchors down to ### so that pages link to sections as `page.md#section`, and
 # the HTML comments that mark runnable blocks (<!-- python-example: NAME -->) stay comments.
