@@ -230,4 +230,30 @@ inline void check_epoch(const ClassConfig& c, const cs::Ranges& ranges, std::int
   }
 }
 
+// A configuration for DistributedSampler: every class sampled, runs of one to two chunks, and at
+// least 6 chunks of rows per rank after rounding to batches, so every rank's slice holds a whole
+// run, hence a chunk.
+inline ClassConfig distributed_config(ConfigRng& g, std::int64_t world) {
+  ClassConfig c;
+  support::Config shape;
+  support::draw_shape(g, shape, 6, 4);
+  c.options.chunk_size = shape.chunk;
+  c.options.preload_nchunks = shape.preload;
+  c.options.batch_size = shape.batch;
+  const std::int64_t least = world * std::max<std::int64_t>(6 * 2 * shape.chunk, 2 * shape.batch);
+  const auto n_classes = static_cast<std::int32_t>(g.between(1, 5));
+  if (g.coin())
+    for (std::int32_t k = 0; k < n_classes; ++k) c.weights.push_back(static_cast<double>(g.between(1, 9)));
+  c.options.class_weights = c.weights;
+  while (c.n_obs() < least || g.between(0, 3) != 0) {
+    const auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
+    c.codes.insert(c.codes.end(), static_cast<std::size_t>(g.between(shape.chunk, 2 * shape.chunk)), k);
+  }
+  c.options.drop_last = g.coin();
+  c.options.seed = g.next();
+  c.options.num_samples = g.between(world * shape.batch, 4 * world * shape.chunk * shape.preload);
+  if (c.options.num_samples == c.n_obs()) c.options.num_samples = *c.options.num_samples + 1;
+  return c;
+}
+
 }  // namespace support::classes

@@ -76,7 +76,7 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>: equal batches on 1 to 9 ran
   for (int trial = 0; trial < 140; ++trial) {
     const std::int64_t world = g.between(1, 9);
     const cs::ShardMode mode = trial % 2 == 0 ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    Weighted w = distributed_config(g, world);
+    Weighted w = weighted_distributed_config(g, world);
     if (trial % 3 == 0) w.c.options.mask = random_mask(g, w.c.n_obs(), 20);
     const cs::Ranges closed = w.c.range();
     const std::int64_t batch = w.c.options.batch_size;
@@ -141,7 +141,7 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>: remainder policies keep eve
   ConfigRng g(2209);
   for (int trial = 0; trial < 60; ++trial) {
     const std::int64_t world = g.between(1, 6);
-    const Weighted w = distributed_config(g, world);
+    const Weighted w = weighted_distributed_config(g, world);
     const cs::DistributedOptions options{.enforce_equal_batches = g.between(0, 3) != 0,
                                          .mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous,
                                          .remainder = support::draw_remainder(g)};
@@ -174,7 +174,7 @@ TEST_CASE("DistributedSampler<WeightedClassSampler> resumes, with workers, in bo
   Tally tally;
   for (int trial = 0; trial < 30; ++trial) {
     const std::int64_t world = g.between(1, 4);
-    const Weighted w = distributed_config(g, world);
+    const Weighted w = weighted_distributed_config(g, world);
     const cs::ShardMode mode = trial % 2 == 0 ? cs::ShardMode::global : cs::ShardMode::contiguous;
     const std::int64_t r = g.between(0, world - 1);
     INFO(w.describe() << " | rank " << r << " of " << world << (trial % 2 == 0 ? " global" : " contiguous"));
@@ -198,7 +198,7 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>, global: elastic restore fro
   for (std::int64_t w1 = 1; w1 <= 4; ++w1)
     for (std::int64_t w2 = 1; w2 <= 4; ++w2)
       for (const cs::Remainder policy : {cs::Remainder::drop, cs::Remainder::pad}) {
-        const Weighted w = distributed_config(g, std::max(w1, w2) + 1);
+        const Weighted w = weighted_distributed_config(g, std::max(w1, w2) + 1);
         const cs::DistributedOptions options{.mode = cs::ShardMode::global, .remainder = policy};
         INFO(w.describe() << " | W " << w1 << " -> W' " << w2 << " " << support::policy_name(policy));
         std::vector<WDist> old_ranks;

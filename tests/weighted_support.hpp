@@ -146,28 +146,11 @@ inline cs::Ranges random_mask(ConfigRng& g, std::int64_t n_obs, std::int64_t mos
   return cs::Ranges(slices);
 }
 
-// A configuration every rank of up to `world` ranks can serve: runs of one to two chunks, every
-// class sampled, at least six chunks of rows per rank.
-inline Weighted distributed_config(ConfigRng& g, std::int64_t world) {
+// A configuration every rank of up to `world` ranks can serve (classes::distributed_config), in
+// either composition.
+inline Weighted weighted_distributed_config(ConfigRng& g, std::int64_t world) {
   Weighted w;
-  ClassConfig& c = w.c;
-  support::Config shape;
-  support::draw_shape(g, shape, 6, 4);
-  c.options.chunk_size = shape.chunk;
-  c.options.preload_nchunks = shape.preload;
-  c.options.batch_size = shape.batch;
-  const auto n_classes = static_cast<std::int32_t>(g.between(1, 5));
-  if (g.coin())
-    for (std::int32_t k = 0; k < n_classes; ++k) c.weights.push_back(static_cast<double>(g.between(1, 9)));
-  c.options.class_weights = c.weights;
-  const std::int64_t least = world * std::max<std::int64_t>(12 * shape.chunk, 2 * shape.batch);
-  while (c.n_obs() < least || g.between(0, 3) != 0) {
-    const auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
-    c.codes.insert(c.codes.end(), static_cast<std::size_t>(g.between(shape.chunk, 2 * shape.chunk)), k);
-  }
-  c.options.drop_last = g.coin();
-  c.options.seed = g.next();
-  c.options.num_samples = g.between(world * shape.batch, 4 * world * shape.chunk * shape.preload);
+  w.c = classes::distributed_config(g, world);
   w.composition = g.coin() ? cs::Composition::stratified : cs::Composition::independent;
   return w;
 }
