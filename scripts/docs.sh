@@ -8,7 +8,10 @@
 #     to nothing included, fails;
 #  3. docs/tools/check_site.py: every public Python and C++ name has an entry in the API reference,
 #     every page's local links and resources exist, and headless Chromium renders the landing page,
-#     a tutorial and an API page without a failed load (screenshots in build/docs/screenshots).
+#     a tutorial and an API page without a failed load (screenshots in build/docs/screenshots);
+#  4. docs/tools/plots.py redraws the performance page's plots from the benchmarks' committed JSON
+#     (docs/performance/*.json) into a temporary directory: each must equal its committed SVG in
+#     docs/images, so that no plot drifts from its numbers.
 # The runnable blocks of the pages are checked with the tests (scripts/check_readme.py under ctest,
 # tests/python/test_readme.py), as the README's are. About a minute with the stacks made.
 #   scripts/docs.sh            then open build/docs/html/index.html
@@ -18,10 +21,10 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 source scripts/deps.sh
 ensure_build_packages
-ensure_packages doxygen chromium
+ensure_packages "${docs_packages[@]}"
 
 out="$root/build/docs"
-rm -rf "$out/html" "$out/xml" "$out/screenshots" "$out/env" "$root/docs/api/generated"
+rm -rf "$out/html" "$out/xml" "$out/screenshots" "$out/plots" "$out/env" "$root/docs/api/generated"
 mkdir -p "$out"
 SECONDS=0
 
@@ -46,4 +49,13 @@ echo "docs.sh: environment ready in ${SECONDS}s" >&2
 echo "docs.sh: site built in ${SECONDS}s" >&2
 
 (cd "$out" && "$out/env/bin/python" "$root/docs/tools/check_site.py" "$out/html" --screenshots "$out/screenshots")
+
+"$out/env/bin/python" docs/tools/plots.py --out "$out/plots" >/dev/null
+for drawn in "$out"/plots/*.svg; do
+  if ! cmp -s "$drawn" "docs/images/$(basename "$drawn")"; then
+    echo "docs.sh: docs/images/$(basename "$drawn") differs from what docs/tools/plots.py draws from" \
+      "docs/performance/*.json; run \`build/docs/env/bin/python docs/tools/plots.py\` and commit the SVGs" >&2
+    exit 1
+  fi
+done
 echo "docs.sh: build/docs/html checked in ${SECONDS}s; open build/docs/html/index.html" >&2
