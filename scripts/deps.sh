@@ -22,14 +22,32 @@ ensure_packages() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# The packages of each stage, named once: each script ensures its own, and scripts/test.sh installs
+# them all in one apt transaction at its start (one download, one round of dpkg triggers).
 # What every build needs: a compiler, CMake and the library's own dependencies.
+build_packages=(g++ cmake make libfmt-dev libpcg-cpp-dev)
+# What the example programs need beyond the library: CLI11 parses their command lines.
+example_packages=(libcli11-dev)
+# The Python stages (scripts/test_python.sh): Debian's Python with numpy, and what the tests use
+# beside the package: PyTorch (the DataLoader and torchrun tests), pandas (ClassSampler's
+# categoricals), h5py and AnnData (the training example's .h5ad). The build tools and pytest come
+# from the Python package index.
+python_test_packages=(python3-venv python3-numpy python3-dev python3-pip python3-torch python3-pandas python3-h5py
+  python3-anndata)
+# The documentation site (scripts/docs.sh): Doxygen reads the headers, Chromium opens the pages.
+docs_packages=(doxygen chromium)
+# The lint (scripts/lint.sh): the dev configuration needs Catch2, MPI for the MPI examples and
+# libtorch for <chunksampler/torch.hpp>.
+lint_packages=(catch2 libopenmpi-dev libtorch-dev clang-format-19 clang-tidy-19)
+# The libFuzzer targets (scripts/fuzz.sh): clang and its sanitizer runtimes.
+fuzz_packages=(clang libclang-rt-14-dev)
+
 ensure_build_packages() {
-  ensure_packages g++ cmake make libfmt-dev libpcg-cpp-dev
+  ensure_packages "${build_packages[@]}"
 }
 
-# What the example programs need beyond the library: CLI11 parses their command lines.
 ensure_example_packages() {
-  ensure_packages libcli11-dev
+  ensure_packages "${example_packages[@]}"
 }
 
 # Builds the shard planner in Release (the main job's binary) and prints its path.

@@ -21,7 +21,7 @@ done
 
 source "$root/scripts/deps.sh"
 ensure_build_packages
-ensure_packages clang libclang-rt-14-dev
+ensure_packages "${fuzz_packages[@]}"
 cmake --preset fuzz -S "$root" >/dev/null
 cmake --build "$root/build/fuzz" -j "$(nproc)" >/dev/null
 

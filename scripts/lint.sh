@@ -10,8 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/deps.sh"
 ensure_build_packages
-# The dev configuration needs Catch2, MPI for the MPI examples and libtorch for <chunksampler/torch.hpp>.
-ensure_packages catch2 libopenmpi-dev libtorch-dev clang-format-19 clang-tidy-19
+ensure_packages "${lint_packages[@]}"
 
 status=0
 echo "lint: clang-format" >&2

@@ -9,13 +9,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-ensure_build_packages
-# The example programs' command lines (CLI11).
-ensure_example_packages
-# The multi-process jobs: mpirun, torchrun, HDF5 and AnnData (for the .h5ad fixture).
-ensure_packages catch2 libopenmpi-dev openmpi-bin python3-torch libhdf5-dev python3-anndata
-# The benchmarks, built and run once on a tiny N, beside their libtorch peer.
-ensure_packages libbenchmark-dev libtorch-dev
+# Every stage's Debian packages in one transaction (scripts/deps.sh names them): the builds and the
+# example programs; the multi-process jobs (mpirun, torchrun, HDF5 and AnnData for the .h5ad
+# fixture); the benchmarks, run once on a tiny N beside their libtorch peer; the Python stages, the
+# documentation site, the lint and the fuzz targets.
+ensure_packages "${build_packages[@]}" "${example_packages[@]}" catch2 libopenmpi-dev openmpi-bin python3-torch \
+  libhdf5-dev python3-anndata libbenchmark-dev libtorch-dev "${python_test_packages[@]}" "${docs_packages[@]}" \
+  "${lint_packages[@]}" "${fuzz_packages[@]}"
+
+# The Python training stacks' environment (below) is a download of about 5 GB the first time on a
+# machine: made in the background while the dev build compiles. ensure_stacks_env takes a lock, so
+# the stage that needs it waits for this maker; if the maker failed, that stage tries again and
+# reports why.
+(ensure_stacks_env "$(pwd)" >/dev/null) &
+stacks_maker=$!
 
 jobs=$(nproc)
 cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
@@ -26,6 +33,7 @@ ctest --preset dev -j "$jobs"
 # tests (tests/python) in a fresh virtual environment over PyPI's training stacks (torch 2,
 # Lightning, torchdata, scvi-tools, JAX; made once per machine, about 3 minutes the first time),
 # the integrations' multi-process jobs included, then on Debian's Python 3.11 and torch 1.13.
+wait "$stacks_maker" || true
 stacks=$(ensure_stacks_env "$(pwd)")
 python_work=$(mktemp -d)
 trap 'rm -rf "$python_work"' EXIT
@@ -59,7 +67,6 @@ ctest --preset tsan -j "$jobs"
 
 # The libFuzzer targets (tests/fuzz), built with clang under AddressSanitizer and UBSan, each run
 # for 10 s from a copy of its committed corpus; scripts/fuzz.sh runs them for longer.
-ensure_packages clang libclang-rt-14-dev
 cmake --preset fuzz
 cmake --build --preset fuzz -j "$jobs"
 ctest --preset fuzz

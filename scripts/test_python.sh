@@ -18,11 +18,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 source scripts/deps.sh
 ensure_build_packages
-# Debian's Python with numpy, and what the tests use beside the package: PyTorch (the
-# DataLoader and torchrun tests), pandas (ClassSampler's categoricals), h5py and AnnData (the
-# training example's .h5ad). The build tools and pytest come from the Python package index.
-ensure_packages python3-venv python3-numpy python3-dev python3-pip python3-torch python3-pandas python3-h5py \
-  python3-anndata
+ensure_packages "${python_test_packages[@]}"
 stages="${CHUNKSAMPLER_PYTHON_STAGES:-stacks debian}"
 
 work=$(mktemp -d)
@@ -67,8 +63,9 @@ for stage in $stages; do
     ;;
   esac
   "$python" -c 'import sys, torch; print(f"test_python.sh: '"$stage"': Python {sys.version.split()[0]}, torch {torch.__version__}")' >&2
-  # From a directory outside the tree, so `import chunksampler` finds the installed package.
-  (cd "$work" && "$python" -m pytest -p no:cacheprovider -q "$root/tests/python" "$@") || status=$?
+  # From a directory outside the tree, so `import chunksampler` finds the installed package. The
+  # ten slowest tests are listed: where the stage's minutes go.
+  (cd "$work" && "$python" -m pytest -p no:cacheprovider -q --durations=10 "$root/tests/python" "$@") || status=$?
   echo "test_python.sh: $stage stage done in ${SECONDS}s" >&2
 done
 exit "$status"
