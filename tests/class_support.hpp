@@ -144,15 +144,38 @@ inline void draw_codes(ConfigRng& g, ClassConfig& c, std::int64_t n_runs, std::i
   c.options.class_weights = c.weights;
 }
 
-// A configuration every draw of which the sampler can serve: half the time with a mask that
-// still holds a valid start.
-inline ClassConfig random_config(ConfigRng& g) {
+// A configuration without codes yet, its chunk, preload and batch sizes drawn by
+// support::draw_shape (and left in `shape` for the caller).
+inline ClassConfig shaped_config(ConfigRng& g, support::Config& shape, std::int64_t max_chunk,
+                                 std::int64_t max_preload) {
   ClassConfig c;
-  support::Config shape;
-  support::draw_shape(g, shape, 8, 5);
+  support::draw_shape(g, shape, max_chunk, max_preload);
   c.options.chunk_size = shape.chunk;
   c.options.preload_nchunks = shape.preload;
   c.options.batch_size = shape.batch;
+  return c;
+}
+
+// Codes as runs of one to two chunks of random classes, at least `least` rows and then a random
+// number of runs more; up to `most_classes` classes, every one sampled, weighted 1 to 9 half the
+// time (else all equal).
+inline void draw_chunk_runs(ConfigRng& g, ClassConfig& c, std::int32_t most_classes, std::int64_t least) {
+  const std::int64_t chunk = c.options.chunk_size;
+  const auto n_classes = static_cast<std::int32_t>(g.between(1, most_classes));
+  if (g.coin())
+    for (std::int32_t k = 0; k < n_classes; ++k) c.weights.push_back(static_cast<double>(g.between(1, 9)));
+  c.options.class_weights = c.weights;
+  while (c.n_obs() < least || g.between(0, 3) != 0) {
+    const auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
+    c.codes.insert(c.codes.end(), static_cast<std::size_t>(g.between(chunk, 2 * chunk)), k);
+  }
+}
+
+// A configuration every draw of which the sampler can serve: half the time with a mask that
+// still holds a valid start.
+inline ClassConfig random_config(ConfigRng& g) {
+  support::Config shape;
+  ClassConfig c = shaped_config(g, shape, 8, 5);
   draw_codes(g, c, g.between(1, 14), 3 * shape.chunk + 4);
   c.options.drop_last = g.coin();
   c.options.seed = g.next();
@@ -234,21 +257,9 @@ inline void check_epoch(const ClassConfig& c, const cs::Ranges& ranges, std::int
 // least 6 chunks of rows per rank after rounding to batches, so every rank's slice holds a whole
 // run, hence a chunk.
 inline ClassConfig distributed_config(ConfigRng& g, std::int64_t world) {
-  ClassConfig c;
   support::Config shape;
-  support::draw_shape(g, shape, 6, 4);
-  c.options.chunk_size = shape.chunk;
-  c.options.preload_nchunks = shape.preload;
-  c.options.batch_size = shape.batch;
-  const std::int64_t least = world * std::max<std::int64_t>(6 * 2 * shape.chunk, 2 * shape.batch);
-  const auto n_classes = static_cast<std::int32_t>(g.between(1, 5));
-  if (g.coin())
-    for (std::int32_t k = 0; k < n_classes; ++k) c.weights.push_back(static_cast<double>(g.between(1, 9)));
-  c.options.class_weights = c.weights;
-  while (c.n_obs() < least || g.between(0, 3) != 0) {
-    const auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
-    c.codes.insert(c.codes.end(), static_cast<std::size_t>(g.between(shape.chunk, 2 * shape.chunk)), k);
-  }
+  ClassConfig c = shaped_config(g, shape, 6, 4);
+  draw_chunk_runs(g, c, 5, world * std::max<std::int64_t>(6 * 2 * shape.chunk, 2 * shape.batch));
   c.options.drop_last = g.coin();
   c.options.seed = g.next();
   c.options.num_samples = g.between(world * shape.batch, 4 * world * shape.chunk * shape.preload);

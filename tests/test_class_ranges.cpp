@@ -225,12 +225,8 @@ TEST_CASE("ClassSampler over random range sets: chunks inside one range and one 
   int at_zero = 0;
   int at_end = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    ClassConfig c;
     support::Config shape;
-    support::draw_shape(g, shape, 8, 5);
-    c.options.chunk_size = shape.chunk;
-    c.options.preload_nchunks = shape.preload;
-    c.options.batch_size = shape.batch;
+    ClassConfig c = shaped_config(g, shape, 8, 5);
     draw_codes(g, c, g.between(1, 80), 3 * shape.chunk + 4);
     c.options.drop_last = g.coin();
     c.options.seed = g.next();
@@ -283,22 +279,10 @@ TEST_CASE("DistributedSampler<ClassSampler> over random range sets, both modes, 
   for (int trial = 0; trial < 150; ++trial) {
     const std::int64_t world = g.between(1, 9);
     const cs::ShardMode mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    ClassConfig c;
     support::Config shape;
-    support::draw_shape(g, shape, 6, 4);
-    c.options.chunk_size = shape.chunk;
-    c.options.preload_nchunks = shape.preload;
-    c.options.batch_size = shape.batch;
+    ClassConfig c = shaped_config(g, shape, 6, 4);
     // Runs of one to two chunks, every class sampled, and enough rows for every rank.
-    const auto n_classes = static_cast<std::int32_t>(g.between(1, 4));
-    if (g.coin())
-      for (std::int32_t k = 0; k < n_classes; ++k) c.weights.push_back(static_cast<double>(g.between(1, 9)));
-    c.options.class_weights = c.weights;
-    const std::int64_t least = world * 12 * (shape.chunk + shape.batch);
-    while (c.n_obs() < least || g.between(0, 3) != 0) {
-      const auto k = static_cast<std::int32_t>(g.between(0, n_classes - 1));
-      c.codes.insert(c.codes.end(), static_cast<std::size_t>(g.between(shape.chunk, 2 * shape.chunk)), k);
-    }
+    draw_chunk_runs(g, c, 4, world * 12 * (shape.chunk + shape.batch));
     c.options.drop_last = g.coin();
     c.options.seed = g.next();
     c.options.num_samples = g.between(world * shape.batch, 3 * world * shape.chunk * shape.preload);
@@ -438,12 +422,8 @@ TEST_CASE("ClassSampler over many ranges resumes at every batch, alone and distr
   Tally tally;
   int trials = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    ClassConfig c;
     support::Config shape;
-    support::draw_shape(g, shape, 5, 3);
-    c.options.chunk_size = shape.chunk;
-    c.options.preload_nchunks = shape.preload;
-    c.options.batch_size = shape.batch;
+    ClassConfig c = shaped_config(g, shape, 5, 3);
     draw_codes(g, c, g.between(4, 30), 2 * shape.chunk);
     c.options.seed = g.next();
     c.options.drop_last = g.coin();

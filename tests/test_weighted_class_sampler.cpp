@@ -199,10 +199,7 @@ TEST_CASE("WeightedClassSampler over masks of many ranges: chunks inside one ran
     Weighted w;
     w.composition = compositions[trial % 2];
     support::Config shape;
-    support::draw_shape(g, shape, 6, 5);
-    w.c.options.chunk_size = shape.chunk;
-    w.c.options.preload_nchunks = shape.preload;
-    w.c.options.batch_size = shape.batch;
+    w.c = shaped_config(g, shape, 6, 5);
     draw_codes(g, w.c, g.between(4, 30), 3 * shape.chunk);
     w.c.options.drop_last = g.coin();
     w.c.options.seed = g.next();
