@@ -14,15 +14,23 @@ __all__ = ["DistInfo", "resolve_dist_info"]
 DistInfo = Union[Literal["torch", "jax", "env"], Callable[[], "tuple[int, int]"]]
 
 
-def _torch() -> tuple[int, int]:
+def torch_job() -> tuple[int, int] | None:
+    """``(rank, world_size)`` of an initialized ``torch.distributed`` job, else None."""
     import torch.distributed as dist  # only when asked for: torch is optional
 
-    if not dist.is_initialized():
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None
+
+
+def _torch() -> tuple[int, int]:
+    job = torch_job()
+    if job is None:
         raise RuntimeError(
             "torch.distributed is not initialized; call torch.distributed.init_process_group() before "
             "creating a DistributedSampler with dist_info='torch'"
         )
-    return dist.get_rank(), dist.get_world_size()
+    return job
 
 
 def _launcher() -> tuple[int, int] | None:

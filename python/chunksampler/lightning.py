@@ -39,24 +39,13 @@ import lightning.pytorch as pl
 import torch.distributed
 import torch.utils.data
 
+from ._dist import torch_job
 from ._errors import ConfigError, StateError
-from ._samplers import (
-    ClassSampler,
-    DistributedSampler,
-    MixtureSampler,
-    RandomSampler,
-    SequentialSampler,
-    WeightedClassSampler,
-)
+from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
-from .torch import BatchSampler
+from .torch import _BASES, _SAMPLERS, BatchSampler, _AnySampler
 
 __all__ = ["ChunkDataLoader", "ChunkDataModule"]
-
-_BaseSampler = Union[RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler]
-_AnySampler = Union[_BaseSampler, DistributedSampler]
-_BASES = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler)
-_SAMPLERS = (*_BASES, DistributedSampler)
 
 # DataLoader arguments that the chunk sampler decides: the batches, their size and order.
 _SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
@@ -76,13 +65,6 @@ def _check_sampler(owner: str, sampler: object) -> None:
         )
 
 
-def _job() -> tuple[int, int] | None:
-    """This process's ``(rank, world_size)`` in an initialized ``torch.distributed`` job, else None."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return None
-
-
 def _check_ranks(owner: str, sampler: _AnySampler, n_obs: int, equal_batches: bool) -> None:
     """Raises ConfigError on every rank of the ``torch.distributed`` job if any rank's sampler has
     another rank or world size than the job's (or is no DistributedSampler under several ranks),
@@ -91,7 +73,7 @@ def _check_ranks(owner: str, sampler: _AnySampler, n_obs: int, equal_batches: bo
     The ranks exchange what they have (one ``all_gather_object``) so that all of them decide alike:
     an error on one rank alone would leave the others waiting in their next collective. Every rank
     must therefore call it at the same point of the program."""
-    job = _job()
+    job = torch_job()
     if job is None:
         return
     rank, world_size = job
@@ -219,7 +201,7 @@ class ChunkDataLoader:
         self._check()
 
     def _check(self) -> None:
-        if not self._checked and _job() is not None:
+        if not self._checked and torch_job() is not None:
             _check_ranks("ChunkDataLoader", self.sampler, self.n_obs, self._equal_batches)
             self._checked = True
 
@@ -419,7 +401,7 @@ class ChunkDataModule(pl.LightningDataModule):
     def _where(self) -> tuple[int, int]:
         trainer = self.trainer
         if trainer is None:
-            job = _job()
+            job = torch_job()
             return job if job is not None else (0, 1)
         return trainer.global_rank, trainer.world_size
 

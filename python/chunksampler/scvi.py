@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import scvi.dataloaders
 
-from ._dist import DistInfo
+from ._dist import DistInfo, torch_job
 from ._errors import ConfigError, StateFormatError, StateMismatchError
 from ._samplers import ClassSampler, DistributedSampler, RandomSampler, SequentialSampler, WeightedClassSampler
 from ._split import check_disjoint
@@ -79,15 +79,6 @@ def _check_sampler(name: str, sampler: object) -> _Base:
             f"got {type(sampler).__module__}.{type(sampler).__qualname__}"
         )
     return sampler
-
-
-def _torch_ranks() -> tuple[int, int] | None:
-    """``(rank, world_size)`` of an initialized ``torch.distributed``, else None."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None
 
 
 class _Epochs:
@@ -308,7 +299,7 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         """The ``dist_info`` the shards are cut with."""
         if self._dist_info is not None:
             return self._dist_info
-        ranks = _torch_ranks()
+        ranks = torch_job()
         return "torch" if ranks is not None else (lambda: (0, 1))
 
     def _loader(self, sampler: DistributedSampler) -> Any:
@@ -352,7 +343,7 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
     def _check_same_sampler_on_every_rank(self, sharded: DistributedSampler) -> None:
         """Refuses ranks whose samplers differ (a seed drawn from fresh entropy differs on each):
         their shards would overlap in global mode, and no rank's state would restore on another."""
-        ranks = _torch_ranks()
+        ranks = torch_job()
         if ranks is None or ranks[1] == 1 or sharded.world_size == 1:
             return
         import torch.distributed as dist

@@ -30,10 +30,11 @@ from ._types import RequestArrays, SamplerStateDict
 
 __all__ = ["BatchSampler"]
 
-_AnySampler = (
-    RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler | DistributedSampler
-)
-_SAMPLERS = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler, DistributedSampler)
+# The samplers it takes (chunksampler.lightning takes the same): any base, or a DistributedSampler of one.
+_BaseSampler = RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler
+_AnySampler = _BaseSampler | DistributedSampler
+_BASES = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler)
+_SAMPLERS = (*_BASES, DistributedSampler)
 
 
 class _Iteration:
