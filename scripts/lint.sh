@@ -3,8 +3,8 @@
 # clang-tidy with .clang-tidy over translation units that together include every public header:
 # the dev build's TU of the umbrella <chunksampler.hpp>, the example programs, two of which
 # include <chunksampler/mpi.hpp>, and the dev build's TU of <chunksampler/torch.hpp> (libtorch-dev).
-# It configures the dev build for its compile_commands.json but builds nothing. About a minute
-# and a half on 2 cores.
+# It configures the dev build for its compile_commands.json but builds nothing. About 4 minutes
+# on 2 cores.
 #   scripts/lint.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -31,7 +31,7 @@ ctest --preset dev -j "$jobs"
 
 # The Python package, built once for Python 3.12 into a wheel both stages below install. Its
 # tests (tests/python) in a fresh virtual environment over PyPI's training stacks (torch 2,
-# Lightning, torchdata, scvi-tools, JAX; made once per machine, about 3 minutes the first time),
+# Lightning, torchdata, scvi-tools, JAX; made once per machine, in the background since the start),
 # the integrations' multi-process jobs included, then on Debian's Python 3.11 and torch 1.13.
 wait "$stacks_maker" || true
 stacks=$(ensure_stacks_env "$(pwd)")
@@ -49,7 +49,7 @@ bash scripts/test_annbatch.sh
 bash scripts/docs.sh
 unset CHUNKSAMPLER_WHEEL_DIR
 
-# clang-format and clang-tidy (about a minute). A finding fails the run at its end, after the
+# clang-format and clang-tidy (about 4 minutes). A finding fails the run at its end, after the
 # sanitizer and fuzz runs below have still had their say.
 lint_status=0
 bash scripts/lint.sh || lint_status=$?
@@ -59,8 +59,8 @@ cmake --build --preset sanitize -j "$jobs"
 ctest --preset sanitize -j "$jobs"
 
 # The suite once more under ThreadSanitizer, which checks the thread-safety rules of docs/concepts/threads.md
-# (tests/test_threads.cpp) and every other test, the MPI and torchrun jobs included. About 9
-# minutes on 2 cores, nearly all of it the build.
+# (tests/test_threads.cpp) and every other test, the MPI and torchrun jobs included. About 4.5
+# minutes on 2 cores, most of it the build.
 cmake --preset tsan -DCHUNKSAMPLER_REQUIRE_MPI=ON
 cmake --build --preset tsan -j "$jobs"
 ctest --preset tsan -j "$jobs"
