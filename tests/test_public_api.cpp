@@ -65,6 +65,25 @@ TEST_CASE("what sample() and plan() return is named in public headers", "[api]")
   CHECK(batches == 19);
 }
 
+TEST_CASE("a default-constructed Epoch iterator is past the end", "[api]") {
+  // Documented as past-the-end: it compares equal to the range's end, with no range to read.
+  const cs::Epoch<cs::ChunkPlan>::iterator none;
+  CHECK(none == std::default_sentinel);
+  CHECK(std::default_sentinel == none);
+  CHECK_FALSE(none != std::default_sentinel);
+  const cs::Epoch<cs::MixturePlan>::iterator no_mixture;
+  CHECK(no_mixture == std::default_sentinel);
+
+  // An iterator of a range compares equal to the end once, and only once, it has ended.
+  cs::RandomSampler sampler({.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5});
+  cs::Epoch<cs::ChunkPlan> epoch = sampler.sample(95);
+  auto it = epoch.begin();
+  std::int64_t requests = 0;
+  for (; it != epoch.end(); ++it) ++requests;
+  CHECK(requests == 5);
+  CHECK(it == epoch.end());
+}
+
 TEST_CASE("the footguns that compiled no longer do", "[api]") {
   // The wrapped sampler is read-only through DistributedSampler; weights change through it.
   STATIC_REQUIRE_FALSE(SetsEpochThroughSampler<RandomDist>);

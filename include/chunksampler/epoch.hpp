@@ -59,7 +59,8 @@ class Epoch {
     [[nodiscard]] friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return it.at_end(); }
 
    private:
-    [[nodiscard]] bool at_end() const noexcept { return range_->run_ >= range_->runs_.size(); }
+    // A default-constructed iterator has no range and is past the end.
+    [[nodiscard]] bool at_end() const noexcept { return range_ == nullptr || range_->run_ >= range_->runs_.size(); }
     Epoch* range_ = nullptr;
   };
 
