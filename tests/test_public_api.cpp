@@ -34,6 +34,36 @@ concept ExposesKeys = requires(const R& r) { r.key(0, 0); } || requires(const R&
 template <class State>
 concept ExposesInternals = requires(State& s) { s.plan_world_size; } || requires(State& s) { s.runs; } ||
                            requires(State& s) { s.dealt_at; } || requires(State& s) { s.batches_done = 1; };
+// Each concept above that a real type must NOT satisfy is also checked against a local type that
+// has the member: a misspelt concept would pass its STATIC_REQUIRE_FALSE and fail here.
+struct WithMutableSampler {
+  cs::RandomSampler& sampler();
+};
+struct WithUpdateWeights {
+  void update_weights(const std::vector<double>& weights);
+};
+struct WithNIters {
+  [[nodiscard]] std::int64_t n_iters(std::int64_t n_obs) const;
+};
+struct WithKey {
+  [[nodiscard]] std::uint64_t key(int stream, int purpose) const;
+};
+struct WithPath {
+  [[nodiscard]] std::vector<std::uint64_t> path() const;
+};
+struct WithPlanWorldSize {
+  std::int64_t plan_world_size;
+};
+struct WithRuns {
+  std::vector<cs::BatchRun> runs;
+};
+struct WithDealtAt {
+  std::int64_t dealt_at;
+};
+struct WithBatchesDone {
+  std::int64_t batches_done;
+};
+
 template <class D>
 concept ForwardsChunkSettings = requires(const D& d) {
   { d.chunk_size() } -> std::same_as<std::int64_t>;
@@ -86,12 +116,15 @@ TEST_CASE("a default-constructed Epoch iterator is past the end", "[api]") {
 
 TEST_CASE("the footguns that compiled no longer do", "[api]") {
   // The wrapped sampler is read-only through DistributedSampler; weights change through it.
+  STATIC_REQUIRE(SetsEpochThroughSampler<WithMutableSampler>);
   STATIC_REQUIRE_FALSE(SetsEpochThroughSampler<RandomDist>);
   STATIC_REQUIRE_FALSE(SetsEpochThroughSampler<MixtureDist>);
   STATIC_REQUIRE(UpdatesWeights<MixtureDist>);
   STATIC_REQUIRE(UpdatesWeightsAndTemperature<MixtureDist>);
+  STATIC_REQUIRE(UpdatesWeights<WithUpdateWeights>);
   STATIC_REQUIRE_FALSE(UpdatesWeights<RandomDist>);
   // One name for the batch count.
+  STATIC_REQUIRE(HasNIters<WithNIters>);
   STATIC_REQUIRE_FALSE(HasNIters<cs::RandomSampler>);
   STATIC_REQUIRE_FALSE(HasNIters<cs::ClassSampler>);
   STATIC_REQUIRE_FALSE(HasNIters<cs::MixtureSampler>);
@@ -107,7 +140,13 @@ TEST_CASE("the footguns that compiled no longer do", "[api]") {
   STATIC_REQUIRE(ForwardsChunkSettings<cs::DistributedSampler<cs::ClassSampler>>);
   STATIC_REQUIRE(ForwardsChunkSettings<MixtureDist>);
   // Internals are out of reach.
+  STATIC_REQUIRE(ExposesKeys<WithKey>);
+  STATIC_REQUIRE(ExposesKeys<WithPath>);
   STATIC_REQUIRE_FALSE(ExposesKeys<cs::Rng>);
+  STATIC_REQUIRE(ExposesInternals<WithPlanWorldSize>);
+  STATIC_REQUIRE(ExposesInternals<WithRuns>);
+  STATIC_REQUIRE(ExposesInternals<WithDealtAt>);
+  STATIC_REQUIRE(ExposesInternals<WithBatchesDone>);
   STATIC_REQUIRE_FALSE(ExposesInternals<cs::SamplerState>);
 
   const RandomDist dist(cs::RandomSampler({.chunk_size = 64, .preload_nchunks = 4, .batch_size = 32}),
