@@ -20,9 +20,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <new>
 #include <optional>
 #include <ranges>
 #include <set>
@@ -30,6 +33,29 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace test_restore_checks {
+namespace {
+// Set by FailNextAllocation: the next allocation on this thread throws std::bad_alloc.
+thread_local bool fail_next_allocation = false;
+thread_local int failed_allocations = 0;
+}  // namespace
+}  // namespace test_restore_checks
+
+// The test executable's operator new (replaced here, once for the whole executable): malloc's,
+// but for the one allocation a test makes fail, to see that a restore which throws midway leaves
+// the sampler as it was.
+void* operator new(std::size_t size) {
+  if (test_restore_checks::fail_next_allocation) {
+    test_restore_checks::fail_next_allocation = false;
+    ++test_restore_checks::failed_allocations;
+    throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace test_restore_checks {
 
@@ -53,6 +79,15 @@ std::string refusal(F&& f) {
 
 const cs::RandomSampler issue_base({.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32});
 constexpr cs::DistributedOptions global{.mode = cs::ShardMode::global};
+
+// While alive, the next allocation on this thread (one only) throws std::bad_alloc.
+class FailNextAllocation {
+ public:
+  FailNextAllocation() noexcept { fail_next_allocation = true; }
+  ~FailNextAllocation() { fail_next_allocation = false; }
+  FailNextAllocation(const FailNextAllocation&) = delete;
+  FailNextAllocation& operator=(const FailNextAllocation&) = delete;
+};
 
 // The state after 37 batches of epoch 0 of rank 0 of 4, global mode, over `n_obs`.
 cs::SamplerState state_at_37(std::int64_t n_obs) {
@@ -443,6 +478,125 @@ TEST_CASE("a sweep: states restored into samplers that differ in one setting", "
   for (const char* setting : {"n_obs", "seed", "chunk_size", "batch_size", "preload_nchunks", "mask", "drop_last",
                               "mode", "remainder", "enforce_equal_batches"})
     CHECK(accepted[setting] == 0);
+}
+
+TEST_CASE("set_epoch forgets the worker of the epoch played before", "[restore][workers]") {
+  // The state at the start of an epoch no sample() has begun names no worker: set_epoch after
+  // worker 2 of 3 played an epoch gives the state a fresh sampler gives.
+  const cs::WorkerInfo worker{.id = 2, .num_workers = 3};
+  SECTION("RandomSampler") {
+    const cs::RandomSampler base({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
+    cs::RandomSampler s = base;
+    (void)s.sample(200, worker);
+    s.set_epoch(4);
+    const cs::SamplerState start = s.state(0);
+    CHECK_FALSE(start.n_obs());
+    CHECK(start.num_workers() == 1);
+    CHECK(start.worker() == 0);
+    cs::RandomSampler fresh = base;
+    fresh.set_epoch(4);
+    CHECK(start == fresh.state(0));
+  }
+  SECTION("DistributedSampler, contiguous and global") {
+    for (const auto mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
+      CAPTURE(mode == cs::ShardMode::global);
+      const Dist base(issue_base, cs::DistInfo{.rank = 1, .world_size = 2}, {.mode = mode});
+      Dist d = base;
+      (void)d.sample(10'007, worker);
+      d.set_epoch(4);
+      const cs::SamplerState start = d.state(0);
+      CHECK_FALSE(start.n_obs());
+      CHECK(start.num_workers() == 1);
+      CHECK(start.worker() == 0);
+      Dist fresh = base;
+      fresh.set_epoch(4);
+      CHECK(start == fresh.state(0));
+    }
+  }
+}
+
+TEST_CASE("a state at an epoch's start that no sample() began is read by any workers", "[restore][workers]") {
+  // n_obs=any: batches_done is 0, so the state names no worker's point, and any split of its
+  // epoch may begin it, as any n_obs may. A state of worker 2 of 3 (a restored one, or one taken
+  // before set_epoch forgot the worker) is played without workers or by another split.
+  const std::vector<cs::WorkerInfo> splits{{}, {.id = 0, .num_workers = 2}, {.id = 2, .num_workers = 3}};
+  const auto of_worker = [](const cs::SamplerState& start) {
+    REQUIRE_FALSE(start.n_obs());
+    return support::edited(start, [](cs::detail::StateFields& f) {
+      f.num_workers = 3;
+      f.worker = 2;
+    });
+  };
+  SECTION("RandomSampler") {
+    const cs::RandomSampler base({.chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .seed = 3});
+    cs::RandomSampler fresh = base;
+    fresh.set_epoch(4);
+    const cs::SamplerState start = of_worker(fresh.state(0));
+    for (const cs::WorkerInfo& w : splits) {
+      CAPTURE(w.id, w.num_workers);
+      cs::RandomSampler t = base;
+      t.restore(start);
+      CHECK(t.n_batches(200, w) == fresh.n_batches(200, w));
+      CHECK(t.n_batches_left(200, w) == fresh.n_batches(200, w));
+      cs::RandomSampler uninterrupted = fresh;
+      CHECK(support::observations(support::collect(t.sample(200, w))) ==
+            support::observations(support::collect(uninterrupted.sample(200, w))));
+      CHECK(t.epoch() == 5);
+    }
+  }
+  SECTION("DistributedSampler, contiguous and global") {
+    for (const auto mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
+      const Dist base(issue_base, cs::DistInfo{.rank = 1, .world_size = 2}, {.mode = mode});
+      Dist fresh = base;
+      fresh.set_epoch(4);
+      const cs::SamplerState start = of_worker(fresh.state(0));
+      for (const cs::WorkerInfo& w : splits) {
+        CAPTURE(mode == cs::ShardMode::global, w.id, w.num_workers);
+        Dist d = base;
+        d.restore(start);
+        CHECK(d.n_batches(10'007, w) == fresh.n_batches(10'007, w));
+        CHECK(d.n_batches_left(10'007, w) == fresh.n_batches(10'007, w));
+        Dist uninterrupted = fresh;
+        CHECK(support::observations(support::collect(d.sample(10'007, w))) ==
+              support::observations(support::collect(uninterrupted.sample(10'007, w))));
+        CHECK(d.epoch() == 5);
+      }
+    }
+  }
+}
+
+TEST_CASE("a restore that throws leaves the sampler exactly as it was", "[restore]") {
+  // A global-mode state taken after an elastic restart names the runs dealt to the new ranks;
+  // restore copies them, and that copy may throw (std::bad_alloc) after every check passed.
+  Dist three(issue_base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
+  three.restore(state_at_37(10'007));
+  (void)three.sample(10'007);
+  const cs::SamplerState dealt = three.state(40);
+  REQUIRE(support::fields(dealt).runs.has_value());
+  REQUIRE(dealt.epoch() == 0);
+
+  // The sampler has played epoch 2 and stands before epoch 3.
+  Dist d(issue_base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
+  d.set_epoch(2);
+  (void)d.sample(10'007);
+  Dist untouched = d;
+  const int failed_before = failed_allocations;
+  const auto failing_restore = [&] {
+    const FailNextAllocation fail;
+    d.restore(dealt);
+  };
+  CHECK_THROWS_AS(failing_restore(), std::bad_alloc);
+  REQUIRE(failed_allocations == failed_before + 1);  // the restore, not the test, hit the failure
+  CHECK(d.epoch() == 3);
+  CHECK(d.state(7) == untouched.state(7));  // still a point of epoch 2 over 10,007 observations
+  CHECK(d.n_batches(10'007) == untouched.n_batches(10'007));
+  CHECK(support::observations(support::epoch(d, 10'007)) == support::observations(support::epoch(untouched, 10'007)));
+  CHECK(d.epoch() == 4);
+
+  // The same restore, not made to fail, takes effect.
+  d.restore(dealt);
+  CHECK(d.epoch() == 0);
+  CHECK(d.state(40) == dealt);
 }
 
 }  // namespace test_restore_checks

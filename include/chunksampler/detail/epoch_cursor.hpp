@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace chunksampler::detail {
 
@@ -23,6 +25,8 @@ class EpochCursor {
     current_.reset();
     resume_.reset();
     n_obs_.reset();
+    // The start of an epoch no sample() has begun is no worker's: a state taken now names none.
+    worker_ = {};
   }
   /// The epoch `state()` speaks of: the one being played, else the next.
   [[nodiscard]] std::uint64_t current() const noexcept { return current_.value_or(next_); }
@@ -30,17 +34,22 @@ class EpochCursor {
   /// played epoch was sampled over; `std::nullopt` for an epoch no `sample()` has begun.
   [[nodiscard]] std::optional<std::int64_t> n_obs() const noexcept { return resume_ ? resume_->n_obs() : n_obs_; }
   [[nodiscard]] const WorkerInfo& worker() const noexcept { return worker_; }
+  /// Strongly exception-safe: the state is copied (its runs allocate) before anything changes.
   void restore(const SamplerState& state) {
+    std::optional<SamplerState> resume = state;
+    static_assert(std::is_nothrow_move_assignable_v<std::optional<SamplerState>>);
     next_ = state.epoch();
     current_.reset();
     n_obs_.reset();
-    resume_ = state;
+    resume_ = std::move(resume);
     worker_ = {.id = state.worker(), .num_workers = state.num_workers()};
   }
   /// The batches the next epoch's stream over `n_obs` skips: a restored state's, else 0. Throws
-  /// if that state is of another worker or another dataset size.
+  /// if that state is of another worker or another dataset size. A state at the start of an
+  /// epoch no `sample()` had begun (`n_obs=any`, 0 batches done) is no worker's point: any
+  /// worker, as any size, begins it.
   [[nodiscard]] std::int64_t resume_point(const WorkerInfo& worker, std::int64_t n_obs) const {
-    if (!resume_) return 0;
+    if (!resume_ || !resume_->n_obs()) return 0;
     if (resume_->num_workers() != worker.num_workers || resume_->worker() != worker.id)
       throw_state_mismatch("restore: the state is of worker {} of {}, but sample() was called for worker {} of {}",
                            resume_->worker(), resume_->num_workers(), worker.id, worker.num_workers);
