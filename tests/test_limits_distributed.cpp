@@ -402,4 +402,60 @@ TEST_CASE("an elastic restart inside epoch 2^64 - 1 keeps its dealt runs across 
   REQUIRE(support::observations(support::epoch(again, n_obs)) == support::Batches(all.begin() + 5, all.end()));
 }
 
+TEST_CASE("a rank's 2^62 batches, every mode and policy: states at the end and dealt runs at 2^62", "[limits]") {
+  // Batches of one row over 2^62 rows on one rank: every mode and policy, with and without
+  // replacement, makes a plan of 2^62 batches. The counts a state adds up stay at most 2^62: a
+  // global-mode state whose dealt_at and dealt runs together claim more (2^62 + 2^62 overflows
+  // int64) is refused on every path, not wrapped to a negative count.
+  const cs::ShardMode mode = GENERATE(cs::ShardMode::contiguous, cs::ShardMode::global);
+  const cs::Remainder remainder = GENERATE(cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate);
+  const bool enforce = GENERATE(true, false);
+  const bool replacement = GENERATE(false, true);
+  CAPTURE(mode == cs::ShardMode::global, support::policy_name(remainder), enforce, replacement);
+  const cs::RandomSampler base(
+      {.chunk_size = 1, .preload_nchunks = 1, .batch_size = 1, .seed = 21, .replacement = replacement});
+  const cs::DistributedOptions options{.enforce_equal_batches = enforce, .mode = mode, .remainder = remainder};
+  const cs::DistributedSampler fresh(base, cs::DistInfo{.rank = 0, .world_size = 1}, options);
+  REQUIRE(fresh.n_batches(two62) == two62);
+
+  // At the end of the epoch: 2^62 batches done, none left.
+  cs::DistributedSampler end = fresh;
+  skip_to(end, two62);
+  REQUIRE(end.n_batches(two62) == two62);
+  REQUIRE(end.n_batches_left(two62) == 0);
+  REQUIRE(first_requests(end.sample(two62), 1).empty());
+  REQUIRE(end.epoch() == 1);
+  if (mode == cs::ShardMode::contiguous) return;
+
+  // A state (elastic restart) that was dealt the plan's second half after batch 2^61: 2^62 in all.
+  const auto dealt = [&](std::int64_t dealt_at, cs::BatchRun runs) {
+    cs::DistributedSampler d = fresh;
+    cs::SamplerState state = d.state(0);
+    state = support::edited(state, [&](cs::detail::StateFields& f) {
+      f.n_obs = two62;
+      f.batches_done = dealt_at;
+      f.dealt_at = dealt_at;
+      f.runs = std::vector<cs::BatchRun>{runs};
+    });
+    d.restore(cs::SamplerState::parse(state.to_string()));
+    return d;
+  };
+  cs::DistributedSampler half = dealt(two61, {two61, two62});
+  REQUIRE(half.n_batches(two62) == two62);
+  REQUIRE(half.n_batches_left(two62) == two61);
+  REQUIRE(first_requests(half.sample(two62), 1).size() == 1);
+
+  // Dealt all 2^62 batches after batch 2^62: 2^63 batches, refused, the restore still pending.
+  cs::DistributedSampler corrupt = dealt(two62, {0, two62});
+  const std::string sum = "(4611686018427387904 + 4611686018427387904) must be <= 2^62";
+  REQUIRE_THROWS_AS(corrupt.n_batches(two62), cs::StateMismatchError);
+  REQUIRE_THROWS_WITH(corrupt.n_batches(two62), Contains("dealt_at") && Contains(sum));
+  REQUIRE_THROWS_WITH(corrupt.n_batches_left(two62), Contains(sum));
+  REQUIRE_THROWS_WITH(corrupt.sample(two62), Contains(sum));
+  REQUIRE(corrupt.epoch() == 0);
+  // One batch less of either is still more than 2^62 in all: refused, not counted as 2^63 - 2.
+  cs::DistributedSampler over = dealt(two62 - 1, {1, two62});
+  REQUIRE_THROWS_WITH(over.n_batches(two62), Contains("(4611686018427387903 + 4611686018427387903) must be <= 2^62"));
+}
+
 }  // namespace test_limits_distributed

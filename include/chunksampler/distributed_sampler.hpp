@@ -210,8 +210,7 @@ class DistributedSampler {
   /// rank's part of what the old ranks left), which the next `sample()` yields less the state's
   /// `batches_done`. Throws where `sample()` would.
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    const Prepared p = prepare(n_obs, worker);
-    return p.dealt_at + p.range.share_batches();
+    return prepare(n_obs, worker).n_batches;
   }
   /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
   /// `batches_done`. Throws where `sample()` would.
@@ -312,6 +311,7 @@ class DistributedSampler {
     std::optional<std::vector<BatchRun>> dealt;
     std::int64_t dealt_at;
     std::int64_t plan_world_size;
+    std::int64_t n_batches;  // the rank's (or worker's) batches of the epoch, from its start
   };
 
   // The next sample(n_obs, worker), checked (the pending restore among the rest), without moving
@@ -336,11 +336,18 @@ class DistributedSampler {
     const std::int64_t skip = redeal ? 0 : point - (resume ? resume->dealt_at : 0);
     RankLayout l = layout(n_obs, cursor_.next(), resume, redeal);
     range_type range(std::move(l.plan), std::move(l.runs), worker, skip);
-    detail::check_skip(skip, range.share_batches());
+    const std::int64_t share = range.share_batches();
+    detail::check_skip(skip, share);
+    // Each term is at most 2^62 (a state's dealt_at, batches of the plan), but a corrupt state
+    // may name more batches in all than an epoch holds, up to 2^63: refused, not overflowed.
+    const std::int64_t n_batches = detail::checked_add<StateMismatchError>(
+        l.dealt_at, share,
+        "DistributedSampler: restore: the state's dealt_at plus the batches dealt to this rank after it");
     return {.range = std::move(range),
             .dealt = std::move(l.dealt),
             .dealt_at = l.dealt_at,
-            .plan_world_size = l.plan_world_size};
+            .plan_world_size = l.plan_world_size,
+            .n_batches = n_batches};
   }
 
   // The world size epoch `epoch`'s plan is laid out for: a pending global-mode restore's.
@@ -438,7 +445,8 @@ class DistributedSampler {
   }
 
   // Rank r's block of `total` batches dealt among `world` ranks, as positions of their
-  // concatenation; with pad the block may run past `total` and wraps around.
+  // concatenation; with pad the block may run past `total` and wraps around. No bound passes
+  // INT64_MAX: both are at most 2^62, and world * ceil(total / world) <= total + world - 1.
   [[nodiscard]] BatchRun rank_block(std::int64_t total, std::int64_t world, std::int64_t r) const noexcept {
     if (!options_.enforce_equal_batches) {
       const std::int64_t each = total / world;
@@ -479,6 +487,7 @@ class DistributedSampler {
       // Rank 0's block is the largest: a point past it lies past every old rank's end, refused as
       // on the same world size, where the stream's length refuses it.
       const std::int64_t longest = rank_block(total, resume->world_size, 0).size();
+      // The message's dealt_at + longest is below batches_done (<= 2^62): it cannot overflow.
       if (read > longest)
         detail::throw_state_mismatch("restore: the state's batches_done ({}) exceed the {} batches of its stream for "
                                      "this n_obs (its {} ranks had "
