@@ -44,7 +44,8 @@ thread_local int failed_allocations = 0;
 
 // The test executable's operator new (replaced here, once for the whole executable): malloc's,
 // but for the one allocation a test makes fail, to see that a restore which throws midway leaves
-// the sampler as it was.
+// the sampler as it was. Every unaligned form is replaced, so that no block allocated by one
+// runtime's operator new (AddressSanitizer defines them all) is freed by another's delete.
 void* operator new(std::size_t size) {
   if (test_restore_checks::fail_next_allocation) {
     test_restore_checks::fail_next_allocation = false;
@@ -54,8 +55,21 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t size) { return operator new(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return operator new(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return operator new(size, std::nothrow); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace test_restore_checks {
 
