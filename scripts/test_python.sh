@@ -5,7 +5,8 @@
 #  1. Python 3.12 with PyPI's training stacks (tests/stacks/requirements.txt: torch 2, Lightning,
 #     torchdata, scvi-tools, JAX, annbatch), what our users train with: the whole suite, the
 #     integrations' multi-process jobs included. The stacks' environment is made once per machine
-#     (scripts/deps.sh, ensure_stacks_env; about 3 minutes the first time) and reused.
+#     (scripts/deps.sh, ensure_stacks_env; about 3 minutes the first time) and reused. Nothing may
+#     skip here (CHUNKSAMPLER_REQUIRE_STACKS=1): a stack that fails to import fails the stage.
 #  2. Debian's Python 3.11 with its numpy and python3-torch 1.13: the same suite on a second Python
 #     and the oldest torch we support (the integrations' tests skip, their packages absent). About a
 #     minute and a half.
@@ -43,6 +44,9 @@ for stage in $stages; do
       build_wheel "$root" "$stacks" "$wheels" "$work/build-312"
     fi
     thin_stacks_env "$stacks" "$work/test-312"
+    # Every stack is installed here, so a skip means an import broke: tests/python/conftest.py
+    # fails any skip outside its EXPECTED_SKIPS.
+    require_stacks=1
     "$work/test-312/bin/python" -m pip install "${pip_quiet[@]}" --no-deps "$wheels"/chunksampler-*-cp312-*.whl
     python="$work/test-312/bin/python"
     ;;
@@ -56,6 +60,7 @@ for stage in $stages; do
     /usr/bin/python3 -m venv --system-site-packages "$work/test-env"
     "$work/test-env/bin/pip" install "${pip_quiet[@]}" "$work"/wheels/chunksampler-*.whl pytest hypothesis
     python="$work/test-env/bin/python"
+    require_stacks=0  # the integrations' tests skip, their packages absent
     ;;
   *)
     echo "test_python.sh: unknown stage '$stage' in CHUNKSAMPLER_PYTHON_STAGES (stacks, debian)" >&2
@@ -64,8 +69,9 @@ for stage in $stages; do
   esac
   "$python" -c 'import sys, torch; print(f"test_python.sh: '"$stage"': Python {sys.version.split()[0]}, torch {torch.__version__}")' >&2
   # From a directory outside the tree, so `import chunksampler` finds the installed package. The
-  # ten slowest tests are listed: where the stage's minutes go.
-  (cd "$work" && "$python" -m pytest -p no:cacheprovider -q --durations=10 "$root/tests/python" "$@") || status=$?
+  # ten slowest tests are listed: where the stage's minutes go; and each skip with its reason (-r
+  # replaces pytest's default fE, so those stay named).
+  (cd "$work" && CHUNKSAMPLER_REQUIRE_STACKS=$require_stacks "$python" -m pytest -p no:cacheprovider -q -rfEs --durations=10 "$root/tests/python" "$@") || status=$?
   echo "test_python.sh: $stage stage done in ${SECONDS}s" >&2
 done
 exit "$status"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import chunksampler
 
@@ -72,3 +73,59 @@ def run_child(args: list[str], timeout: float) -> subprocess.CompletedProcess:
         child.communicate()
         raise
     return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+# The stacks stage of scripts/test_python.sh sets CHUNKSAMPLER_REQUIRE_STACKS=1. There every training
+# stack is installed, so a skip means that an import broke (a module-level importorskip turns a
+# whole file of tests into one skip) and it fails the stage, as CHUNKSAMPLER_REQUIRE_MPI does for
+# the C++ MPI tests. The Debian stage leaves it unset: there the integrations' tests skip, their
+# packages absent. A stack that raises anything but ModuleNotFoundError (a broken install) is an
+# error in both stages: pytest 9.2's importorskip lets it through (earlier ones skip, failed here).
+REQUIRE_STACKS = os.environ.get("CHUNKSAMPLER_REQUIRE_STACKS") == "1"
+# The skips the stacks stage expects, each with a comment saying why it skips with every stack
+# installed: a test's id below tests/python (as `test_x.py::test_y[param]`, or `test_x.py` for a
+# skip of the whole module) -> text its skip reason contains. None today: on the stacks every test
+# runs.
+EXPECTED_SKIPS: dict[str, str] = {}
+HERE = Path(__file__).resolve().parent
+
+
+def _skip_key(node) -> str:
+    """The node's id below this directory, the same whatever directory pytest runs from."""
+    try:
+        file = Path(node.path).resolve().relative_to(HERE).as_posix()
+    except ValueError:
+        return node.nodeid
+    _, sep, rest = node.nodeid.partition("::")
+    return file + sep + rest
+
+
+def _fail_unexpected_skip(report, node) -> None:
+    """Turns the skip `report` of `node` into a failure unless EXPECTED_SKIPS allows it."""
+    if not (REQUIRE_STACKS and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    key = _skip_key(node)
+    if key in EXPECTED_SKIPS and EXPECTED_SKIPS[key] in reason:
+        return
+    try:
+        # The reason first: the short summary's line shows the start of the message.
+        pytest.fail(f"unexpected skip: {reason}\nCHUNKSAMPLER_REQUIRE_STACKS=1 (the stacks stage) fails a skip that "
+                    f"EXPECTED_SKIPS in tests/python/conftest.py does not allow: {key}", pytrace=False)
+    except pytest.fail.Exception:
+        excinfo = pytest.ExceptionInfo.from_current()
+    report.outcome = "failed"
+    report.longrepr = node.repr_failure(excinfo)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_unexpected_skip(outcome.get_result(), item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_unexpected_skip(outcome.get_result(), collector)
