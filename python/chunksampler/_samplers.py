@@ -1,12 +1,14 @@
 """The samplers, with annbatch's constructor keywords, methods and properties.
 
 Each class holds a C++ sampler (chunksampler._chunksampler) and converts types; every rule,
-check and number is the C++ library's. A class keeps its settings (``_settings``) so that it can
-make its C++ sampler again: after pickling, and when ``mask`` or ``rng`` is assigned.
+check and number is the C++ library's. A class keeps its settings so that it can make its C++
+sampler again: after pickling or copying, when ``mask`` or ``rng`` is assigned, and when a
+sampler made without ``rng`` adopts the seed of a state it restores.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -53,6 +55,15 @@ _COMPOSITIONS = {
 }
 
 
+# The seed of a DistributedSampler whose sampler was made without ``rng``. Global mode deals one
+# permutation of the chunks among the ranks, so every rank must draw it from the same seed: a seed
+# drawn from fresh entropy differs on each rank (and at each restart, so no state would restore).
+# A fixed seed is the one every rank and every restart agrees on without communicating, whatever
+# says the ranks (torch.distributed, JAX, the launcher's variables, a callable), as torch's own
+# DistributedSampler (seed=0) does. Each epoch's order still changes with set_epoch.
+_SHARED_DEFAULT_SEED = 0
+
+
 def _worker(worker: object) -> tuple[int, int]:
     """An explicit ``(id, num_workers)``, else the DataLoader worker this process is, else ``(0, 1)``."""
     if worker is None:
@@ -61,12 +72,114 @@ def _worker(worker: object) -> tuple[int, int]:
     return worker_from(worker)
 
 
+def _fields(text: str) -> dict[str, str]:
+    """The ``name=value`` fields of a state text (after its version word)."""
+    return dict(field.split("=", 1) for field in text.split()[1:] if "=" in field)
+
+
+def _state_dict(text: str) -> SamplerStateDict:
+    fields = _fields(text)
+    return {"state": text, "epoch": int(fields["epoch"]), "batches_done": int(fields["batches_done"])}
+
+
+def _state_seed(text: str) -> int | None:
+    """The seed a state text records, or None where the text is not readable as one (restore()
+    then says why)."""
+    try:
+        seed = int(_fields(text)["seed"])
+    except (KeyError, ValueError):
+        return None
+    return seed if 0 <= seed < 2**64 else None
+
+
+class _Progress:
+    """How far the consumer of one ``sample()`` iterator has got into the request it took last:
+    ``request`` is the ``id`` of that request's splits (not the list, which points here: no
+    reference cycle per request), ``size`` their number, and ``taken`` how many of them the
+    consumer has taken (None until it first iterates or indexes them)."""
+
+    __slots__ = ("request", "size", "taken")
+
+    def __init__(self) -> None:
+        self.request = 0
+        self.size = 0
+        self.taken: int | None = None
+
+    @property
+    def untaken(self) -> int:
+        """Batches of the last request the consumer has not taken yet: none until it begins on
+        them (a consumer that never iterates nor indexes the splits counts whole requests)."""
+        return 0 if self.taken is None else self.size - self.taken
+
+
+class _Splits(list):  # type: ignore[type-arg]
+    """A request's splits (a list, as annbatch's), which count the ones the consumer takes, so
+    that ``state_dict()`` names the batches a loader handed on, not those of the whole request it
+    took: annbatch's ``Loader`` takes a request, loads it, then yields its splits one by one."""
+
+    __slots__ = ("_progress",)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        progress = self._progress
+        for taken, split in enumerate(list.__iter__(self), 1):
+            if progress.request == id(self):
+                progress.taken = taken
+            yield split
+
+    def __getitem__(self, key: Any) -> Any:
+        item = list.__getitem__(self, key)
+        progress = self._progress
+        if isinstance(key, int) and progress.request == id(self):
+            taken = (key if key >= 0 else key + len(self)) + 1
+            progress.taken = max(progress.taken or 0, taken)
+        return item
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(list.__iter__(self)),)
+
+
+class _Requests:
+    """``sample()``'s iterator: the C++ iterator's LoadRequest dicts, each request's splits a
+    ``_Splits`` that reports to the sampler's ``_Progress``."""
+
+    __slots__ = ("_inner", "_progress")
+
+    def __init__(self, inner: Any, progress: _Progress) -> None:
+        self._inner = inner
+        self._progress = progress
+
+    def __iter__(self) -> _Requests:
+        return self
+
+    def __next__(self) -> LoadRequest:
+        request = next(self._inner)
+        splits = _Splits(request["splits"])
+        splits._progress = self._progress
+        progress = self._progress
+        progress.request, progress.size, progress.taken = id(splits), len(splits), None
+        request["splits"] = splits
+        return request
+
+    def close(self) -> None:
+        """Ends the iteration, as a generator's ``close()``: later ``next()`` calls stop."""
+        self._inner.close()
+
+    @property
+    def n_batches(self) -> int:
+        """Batches the iterator yields in all."""
+        return self._inner.n_batches
+
+
 class _Sampler:
     """What every sampler offers: annbatch's ``sample``/``n_batches``/``validate`` and properties,
-    PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, pickling."""
+    PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, copies and pickling."""
 
     _impl: _chunksampler.Sampler
     _rng: np.random.Generator | None
+    # Whether the user chose the seed (gave ``rng``); a sampler that draws nothing counts as seeded.
+    _seed_chosen: bool = True
+    # What the consumer of the last sample() iterator has taken, while that iterator is the epoch's.
+    _progress: _Progress | None = None
 
     def _keep_shape(self, chunk_size: object, preload_nchunks: object, batch_size: object, drop_last: object) -> None:
         """Checks the types of the settings every sampler has, and keeps them."""
@@ -79,10 +192,20 @@ class _Sampler:
         """The C++ sampler of the current settings, at epoch 0."""
         raise NotImplementedError
 
+    def _take_rng(self, rng: object) -> None:
+        """Keeps the generator and the seed drawn from it (from fresh entropy without one)."""
+        self._rng, self._seed = seed_from(rng)
+        self._seed_chosen = rng is not None
+
+    def _settings(self) -> dict[str, Any]:
+        """What makes the C++ sampler: every attribute but the C++ sampler and the iteration."""
+        return {key: value for key, value in self.__dict__.items() if key not in ("_impl", "_progress")}
+
     def _copy(self) -> Any:
-        """A new sampler of the same settings and seed, at epoch 0 (a ClassSampler's codes shared)."""
+        """A new sampler of the same settings and seed, at epoch 0, that shares no mutable state with
+        this one (a ClassSampler's codes, which nothing changes, are shared)."""
         clone = object.__new__(type(self))
-        clone.__dict__.update({key: value for key, value in self.__dict__.items() if key != "_impl"})
+        clone.__dict__.update(self._settings())
         clone._impl = clone._build()
         return clone
 
@@ -91,6 +214,12 @@ class _Sampler:
         epoch = self._impl.epoch
         self._impl = self._build()
         self._impl.set_epoch(epoch)
+        self._progress = None
+
+    def _adopt_seed(self, seed: int) -> None:
+        """Makes the C++ sampler again with ``seed`` (a restored state's, where the user chose none)."""
+        self._seed = seed
+        self._rebuild()
 
     def sample(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[LoadRequest]:
         """The load requests of the next epoch over ``n_obs`` observations, then moves to the epoch after.
@@ -102,7 +231,9 @@ class _Sampler:
         ...``); by default, inside a ``torch.utils.data.DataLoader`` worker, that worker's share.
         """
         worker_id, num_workers = _worker(worker)
-        return self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
+        inner = self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
+        self._progress = progress = _Progress()
+        return _Requests(inner, progress)
 
     def sample_arrays(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[RequestArrays]:
         """As ``sample()``, each request as four read-only int64 arrays and no Python object per
@@ -111,7 +242,9 @@ class _Sampler:
         make in order. The arrays view the sampler's own buffers: they are valid until the next
         request (``.copy()`` what you keep)."""
         worker_id, num_workers = _worker(worker)
-        return self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
+        requests = self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
+        self._progress = None
+        return requests
 
     def n_batches(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> int:
         """Batches one epoch over ``n_obs`` observations yields (worker ``worker``'s share, if given, or
@@ -141,33 +274,73 @@ class _Sampler:
         if epoch < 0:
             raise ConfigError(f"set_epoch: epoch ({epoch}) must be >= 0")
         self._impl.set_epoch(epoch)
+        self._progress = None
+
+    def _consumed(self) -> int | None:
+        """The batches of the current epoch the consumer of the last ``sample()`` iterator has taken,
+        from the epoch's start, where it is partway through a request's splits; else None."""
+        progress = self._progress
+        if progress is None or progress.untaken == 0 or self._impl.since not in ("sample", "end"):
+            return None
+        return self._impl.batches_yielded - progress.untaken
 
     def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
         """The point after ``batches_done`` batches of the current epoch (the one the last ``sample()``
         played, counted from its start), as PyTorch's ``state_dict``: ``{"state": text, "epoch": ...,
-        "batches_done": ...}``, where ``text`` is the C++ ``SamplerState``'s. By default the point after
-        the batches the last ``sample()``'s iterator has yielded; pass the batches your training loop
-        finished where it lags behind the iterator (a prefetching loader)."""
-        text = self._impl.state(optional_index("batches_done", batches_done))
-        fields = dict(field.split("=", 1) for field in text.split()[1:])
-        return {"state": text, "epoch": int(fields["epoch"]), "batches_done": int(fields["batches_done"])}
+        "batches_done": ...}``, where ``text`` is the C++ ``SamplerState``'s.
+
+        By default the point after the batches that the consumer of the last ``sample()`` iterator
+        has taken: the requests it took, the last one only as far as it has iterated (or indexed)
+        that request's ``splits``. So with annbatch's ``Loader``, which takes a request and then
+        yields its splits one by one, it is the point after the batches the Loader has yielded to
+        the training loop. Pass ``batches_done`` where the loop lags further behind (a loader of
+        your own that reads requests ahead)."""
+        done = optional_index("batches_done", batches_done)
+        text = self._impl.state(self._consumed() if done is None else done)
+        return _state_dict(text)
 
     def load_state_dict(self, state_dict: SamplerStateDict) -> None:
         """Makes the next ``sample()`` continue exactly after ``state_dict`` (from ``state_dict()`` of a
         sampler of the same configuration and seed): its batches equal the rest of the uninterrupted
         epoch's. Raises StateMismatchError for a state of another configuration, seed or world size
         (a global-mode DistributedSampler restores one of any world size: elastic), StateFormatError
-        for text that is not a state."""
+        for text that is not a state.
+
+        A sampler made without ``rng`` (whose seed nobody chose) adopts the state's seed, so that a
+        run resumes from its checkpoint; a seed given with ``rng`` is checked like every setting."""
         if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), str):
             raise TypeError(f"state_dict must be a dict from state_dict() with a 'state' string, got {state_dict!r}")
-        self._impl.restore(state_dict["state"])
+        self._restore(state_dict["state"])
+
+    def _restore(self, text: str) -> None:
+        """Restores the state text, adopting its seed where the user chose none; on an error the
+        sampler is left as it was."""
+        seed = _state_seed(text)
+        if self._seed_chosen or seed is None or seed == self.seed:
+            self._impl.restore(text)
+            self._progress = None
+            return
+        before = copy.copy(self)
+        self._adopt_seed(seed)
+        try:
+            self._impl.restore(text)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before.__dict__)
+            raise
+        self._progress = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key != "_impl"}
+        state = self._settings()
         # Where the epochs stand: a fresh epoch's number (also after an epoch yielded to its end:
-        # the next one's), else the exact point (a pending restore, or the batches yielded so far).
-        at_start = self._impl.since in ("start", "end")
-        state["_position"] = ("epoch", self._impl.epoch) if at_start else ("state", self._impl.state(None))
+        # the next one's), else the exact point (a pending restore, or the batches taken so far).
+        consumed = self._consumed()
+        if consumed is not None:
+            state["_position"] = ("state", self._impl.state(consumed))
+        elif self._impl.since in ("start", "end"):
+            state["_position"] = ("epoch", self._impl.epoch)
+        else:
+            state["_position"] = ("state", self._impl.state(None))
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -178,6 +351,19 @@ class _Sampler:
             self._impl.set_epoch(value)
         else:
             self._impl.restore(value)
+
+    def __copy__(self) -> Any:
+        """A sampler of the same settings at the same point, independent of this one (as a pickled
+        and unpickled copy is: what a spawned DataLoader worker gets)."""
+        clone = object.__new__(type(self))
+        clone.__setstate__(self.__getstate__())
+        return clone
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
 
     @property
     def epoch(self) -> int:
@@ -219,7 +405,7 @@ class _Sampler:
     def rng(self, value: np.random.Generator | None) -> None:
         if "_seed" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__} draws nothing: it has no rng to assign")
-        self._rng, self._seed = seed_from(value)
+        self._take_rng(value)
         self._rebuild()
 
     @property
@@ -268,7 +454,9 @@ class RandomSampler(_MaskedSampler):
     ``rng``: the sampler draws one uint64 from this ``numpy.random.Generator`` at construction and
     seeds the C++ sampler with it (``seed``); every later choice is a function of that seed and the
     epoch, so the generator is not used again. ``None`` draws from fresh entropy
-    (``np.random.default_rng()``), as annbatch does. The random streams differ from annbatch's.
+    (``np.random.default_rng()``), as annbatch does; such a sampler adopts the seed of a state it
+    restores, and a ``DistributedSampler`` of it uses the shared seed 0 on every rank. The random
+    streams differ from annbatch's.
 
     >>> sampler = RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=np.random.default_rng(0))
     >>> sum(len(request["splits"]) for request in sampler.sample(20_000))
@@ -293,7 +481,7 @@ class RandomSampler(_MaskedSampler):
         self._replacement = flag("replacement", replacement)
         self._num_samples = optional_index("num_samples", num_samples)
         self._grid_starts = flag("grid_starts", grid_starts)
-        self._rng, self._seed = seed_from(rng)
+        self._take_rng(rng)
         self._impl = self._build()
 
     def _build(self) -> _chunksampler.Sampler:
@@ -411,7 +599,7 @@ class ClassSampler(_MaskedSampler):
             [] if class_weights is None else _class_weights(type(self).__name__, class_weights, self._labels)
         )
         self._codes = class_codes(classes)
-        self._rng, self._seed = seed_from(rng)
+        self._take_rng(rng)
         self._impl = self._build()
 
     def _build(self) -> _chunksampler.Sampler:
@@ -563,7 +751,7 @@ class MixtureSampler(_Sampler):
         self._weights = [] if weights is None else floats("weights", weights)
         self._temperature = real("temperature", temperature)
         self._num_samples = optional_index("num_samples", num_samples)
-        self._rng, self._seed = seed_from(rng)
+        self._take_rng(rng)
         self._impl = self._build()
 
     def _build(self) -> _chunksampler.Sampler:
@@ -671,6 +859,12 @@ class DistributedSampler(_Sampler):
     (annbatch's), ``"pad"`` (repeat a few rows) or ``"rotate"`` (drop from the tail in even epochs
     and the head in odd ones).
 
+    Seeds: every rank must use the same seed (in global mode the ranks share one permutation; and a
+    checkpoint restores only under its own seed). A ``sampler`` made without ``rng`` therefore
+    takes the fixed seed 0 here (as torch's DistributedSampler does), not the
+    seed it drew from fresh entropy, which would differ on every rank and at every restart; pass
+    ``rng=np.random.default_rng(SEED)`` (the same SEED on every rank) to choose another.
+
     >>> base = RandomSampler(chunk_size=10, preload_nchunks=1, batch_size=10, rng=np.random.default_rng(0))
     >>> DistributedSampler(base, dist_info=lambda: (0, 3)).n_batches(107)
     3
@@ -697,12 +891,30 @@ class DistributedSampler(_Sampler):
             raise ConfigError(f"DistributedSampler: remainder ({remainder!r}) must be one of {sorted(_REMAINDERS)}")
         self._enforce_equal_batches = flag("enforce_equal_batches", enforce_equal_batches)
         self._rank, self._world_size = resolve_dist_info(dist_info)
-        self._rng = sampler.rng
         self._mode = mode
         self._remainder = remainder
-        # The wrapped sampler as it is now, fresh (its epoch is this sampler's own).
+        # The wrapped sampler as it is now, fresh (its epoch is this sampler's own); one made
+        # without rng takes the seed every rank agrees on.
         self._wrapped = sampler._copy()
+        self._seed_chosen = sampler._seed_chosen
+        if self._seed_chosen:
+            self._rng = sampler.rng
+        else:
+            self._rng = None
+            self._wrapped._rng = None
+            self._wrapped._seed = _SHARED_DEFAULT_SEED
+            self._wrapped._impl = self._wrapped._build()
         self._impl = self._build()
+
+    def _settings(self) -> dict[str, Any]:
+        settings = super()._settings()
+        settings["_wrapped"] = self._wrapped._copy()  # each copy its own: update_weights changes it
+        return settings
+
+    def _adopt_seed(self, seed: int) -> None:
+        self._wrapped._seed = seed
+        self._wrapped._impl = self._wrapped._build()
+        self._rebuild()
 
     def _build(self) -> _chunksampler.Sampler:
         return _chunksampler.distributed_sampler(
@@ -752,7 +964,8 @@ class DistributedSampler(_Sampler):
 
     @property
     def rng(self) -> np.random.Generator | None:
-        """The wrapped sampler's generator (read-only here: every rank must keep one seed)."""
+        """The wrapped sampler's generator (read-only here: every rank must keep one seed); None
+        where it was made without ``rng``, and this sampler uses the shared default seed 0."""
         return self._rng
 
     def update_weights(self, weights: Any, temperature: float | None = None) -> None:

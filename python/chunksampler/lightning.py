@@ -15,7 +15,8 @@ any other iterable through untouched. A ``ChunkDataLoader`` is such an iterable:
 - ``state_dict``/``load_state_dict`` (Lightning's fit loop saves them in every checkpoint and
   restores them on ``Trainer.fit(ckpt_path=...)``), naming the batches the loader has handed to
   the training loop, not those its ``DataLoader`` workers have prefetched;
-- a check, on every rank at once, that the sampler's rank and world size are the job's.
+- a check, on every rank at once, that the sampler's rank and world size are the job's, and that
+  every rank holds the same sampler with the same seed.
 
 ``ChunkDataModule`` makes them from datasets and plain samplers, and wraps each sampler in a
 ``DistributedSampler`` of the trainer's rank::
@@ -36,11 +37,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Union
 
 import lightning.pytorch as pl
-import torch.distributed
 import torch.utils.data
 
 from ._dist import torch_job
 from ._errors import ConfigError, StateError
+from ._ranks import check_ranks
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
 from .torch import _BASES, _SAMPLERS, BatchSampler, _AnySampler
@@ -62,60 +63,6 @@ def _check_sampler(owner: str, sampler: object) -> None:
             f"{owner}: sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, "
             f"WeightedClassSampler, MixtureSampler or DistributedSampler, got {type(sampler).__module__}."
             f"{type(sampler).__qualname__}{hint}"
-        )
-
-
-def _check_ranks(owner: str, sampler: _AnySampler, n_obs: int, equal_batches: bool) -> None:
-    """Raises ConfigError on every rank of the ``torch.distributed`` job if any rank's sampler has
-    another rank or world size than the job's (or is no DistributedSampler under several ranks),
-    or, with ``equal_batches``, if the ranks' epochs have different batch counts.
-
-    The ranks exchange what they have (one ``all_gather_object``) so that all of them decide alike:
-    an error on one rank alone would leave the others waiting in their next collective. Every rank
-    must therefore call it at the same point of the program."""
-    job = torch_job()
-    if job is None:
-        return
-    rank, world_size = job
-    distributed = isinstance(sampler, DistributedSampler)
-    mine = {
-        "rank": rank,
-        "sampler": type(sampler).__name__,
-        "sampler_rank": sampler.rank if distributed else None,  # type: ignore[union-attr]
-        "sampler_world_size": sampler.world_size if distributed else None,  # type: ignore[union-attr]
-        "n_batches": sampler.n_batches(n_obs, worker=(0, 1)),
-    }
-    if world_size == 1:
-        everyone = [mine]
-    else:
-        everyone = [None] * world_size
-        torch.distributed.all_gather_object(everyone, mine)
-    problems: dict[str, list[int]] = {}
-    for r in everyone:
-        if r["sampler_world_size"] is None:
-            if world_size > 1:
-                problem = f"a {r['sampler']}, not a DistributedSampler, so every rank would read every observation"
-                problems.setdefault(problem, []).append(r["rank"])
-        elif (r["sampler_rank"], r["sampler_world_size"]) != (r["rank"], world_size):
-            problem = f"dist_info gave rank {r['sampler_rank']} of world_size {r['sampler_world_size']}"
-            problems.setdefault(problem, []).append(r["rank"])
-    if problems:
-        found = "; ".join(
-            f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {problem}"
-            for problem, ranks in problems.items()
-        )
-        raise ConfigError(
-            f"{owner}: the sampler's rank and world_size must be this torch.distributed job's on every rank "
-            f"(world_size {world_size}); {found}. Use DistributedSampler(sampler, dist_info='torch'), made on "
-            "each rank after the process group is initialized (in setup() or train_dataloader())"
-        )
-    counts = [r["n_batches"] for r in everyone]
-    if equal_batches and len(set(counts)) > 1:
-        raise ConfigError(
-            f"{owner}: with equal_batches=True (training), every rank must have as many batches as the others, "
-            f"since DDP's gradient all-reduce waits for every rank; got {counts} batches on ranks 0 to "
-            f"{world_size - 1}. Keep the DistributedSampler's enforce_equal_batches=True, or pass "
-            "equal_batches=False for a loader that needs no collective per batch (validation, test, prediction)"
         )
 
 
@@ -152,7 +99,9 @@ class ChunkDataLoader:
     ``train_dataloader()`` and ``setup()`` on each): if ``torch.distributed`` is initialized, the
     ranks then compare their samplers (one ``all_gather_object``) and all raise ``ConfigError`` if
     a rank's sampler is no ``DistributedSampler`` under several ranks or its ``dist_info`` gave
-    another rank or world size than the job's, or, with ``equal_batches=True`` (the default: a
+    another rank or world size than the job's, if the ranks' samplers differ in a setting or in
+    their seed (``rng=np.random.default_rng(SEED)``, the same SEED on every rank; a sampler made
+    without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with ``equal_batches=True`` (the default: a
     training loader, whose gradient all-reduce waits for every rank), if the ranks' batch counts
     differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
     ``equal_batches=False``. An error on one rank alone would leave the others waiting in their next
@@ -201,8 +150,9 @@ class ChunkDataLoader:
         self._check()
 
     def _check(self) -> None:
-        if not self._checked and torch_job() is not None:
-            _check_ranks("ChunkDataLoader", self.sampler, self.n_obs, self._equal_batches)
+        job = torch_job()
+        if not self._checked and job is not None:
+            check_ranks("ChunkDataLoader", self.sampler, self.n_obs, job=job, equal_batches=self._equal_batches)
             self._checked = True
 
     @property
@@ -214,8 +164,8 @@ class ChunkDataLoader:
     @property
     def batch_sampler(self) -> BatchSampler:
         """The ``chunksampler.torch.BatchSampler`` the DataLoader draws its batches from; it runs
-        ahead of the loop by the batches DataLoader workers prefetch, so read the point from this
-        loader's ``state_dict()``, not from it."""
+        ahead of the loop by the batches DataLoader workers prefetch (its own ``state_dict()``
+        counts those the DataLoader handed on; this loader's counts those it handed to Lightning)."""
         return self._batch_sampler
 
     @property

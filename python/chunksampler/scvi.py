@@ -18,6 +18,7 @@ import scvi.dataloaders
 
 from ._dist import DistInfo, torch_job
 from ._errors import ConfigError, StateFormatError, StateMismatchError
+from ._ranks import check_ranks
 from ._samplers import ClassSampler, DistributedSampler, RandomSampler, SequentialSampler, WeightedClassSampler
 from ._split import check_disjoint
 
@@ -136,8 +137,9 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
       gradient all-reduce needs the same number of steps on each);
       validation in ``DistributedSampler(mode="global", enforce_equal_batches=False)``, so each
       validation cell is read once across the ranks, and every rank must get at least one validation
-      batch (the metrics' sync at the epoch's end waits for every rank). Every rank must draw the
-      same seed (``rng=np.random.default_rng(SEED)``); a mismatch is refused. ``dist_info`` names
+      batch (the metrics' sync at the epoch's end waits for every rank). Every rank must use the
+      same seed (``rng=np.random.default_rng(SEED)``, or no ``rng``: the shards then use the shared
+      seed 0); ranks whose samplers differ in a setting or a seed are refused. ``dist_info`` names
       another source of rank and world size (``"env"``, a callable), default: ``torch.distributed``
       where it is initialized, else one process.
     - Epochs follow Lightning's (``set_epoch(trainer.current_epoch)``), and ``state_dict`` records
@@ -341,23 +343,12 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         return _Epochs(self, self._loader(sharded), sharded, training=False)
 
     def _check_same_sampler_on_every_rank(self, sharded: DistributedSampler) -> None:
-        """Refuses ranks whose samplers differ (a seed drawn from fresh entropy differs on each):
-        their shards would overlap in global mode, and no rank's state would restore on another."""
+        """Refuses, on every rank, ranks whose samplers differ in a setting, a seed (a seed drawn from
+        fresh entropy differs on each), a rank or world size, or a batch count."""
         ranks = torch_job()
-        if ranks is None or ranks[1] == 1 or sharded.world_size == 1:
+        if ranks is None:
             return
-        import torch.distributed as dist
-
-        mine = repr(self._train)
-        every: list[Any] = [None] * ranks[1]
-        dist.all_gather_object(every, mine)
-        for rank, theirs in enumerate(every):
-            if theirs != mine:
-                raise ConfigError(
-                    f"AnnbatchDataModule: train_sampler differs between rank {ranks[0]} ({mine}) and rank {rank} "
-                    f"({theirs}); every rank must build the same sampler with the same seed "
-                    "(rng=np.random.default_rng(SEED), not rng=None)"
-                )
+        check_ranks("AnnbatchDataModule", sharded, self.dataset.n_obs, job=ranks, equal_batches=True)
 
     def _begin_train_epoch(self, sampler: DistributedSampler, trainer: Any) -> None:
         """Puts the sampler where Lightning's epoch begins: the restored point of a checkpoint, or

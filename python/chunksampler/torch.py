@@ -9,11 +9,14 @@ in a DataLoader worker, and pickling (workers started with ``spawn``).
 
 from __future__ import annotations
 
+import sys
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch.utils.data
+import torch.utils.data.dataloader
 
 from ._convert import index, optional_index
 from ._errors import ConfigError
@@ -50,6 +53,25 @@ class _Iteration:
         self.ticket = ticket
         self.yielded = 0
         self.ended = False
+
+
+# torch's own DataLoader iterators, whose ``_num_yielded`` counts the batches handed to the training
+# loop (torch 1.13 and 2.x). torchdata's StatefulDataLoader subclasses them, but takes a batch
+# sampler's state_dict() when it sends a batch's indices to a worker and counts the rest itself:
+# for it, the batches this sampler has yielded are the right count.
+_TORCH_ITERATORS = tuple(
+    getattr(torch.utils.data.dataloader, name)
+    for name in ("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
+    if hasattr(torch.utils.data.dataloader, name)
+)
+
+
+def _calling_dataloader() -> Any:
+    """The torch DataLoader iterator (of torch's own classes) whose ``__init__`` or ``_reset`` is
+    calling ``iter()`` on the batch sampler, else None."""
+    frame = sys._getframe(2)  # _calling_dataloader <- BatchSampler.__iter__ <- the caller
+    caller = frame.f_locals.get("self")
+    return caller if type(caller) in _TORCH_ITERATORS else None
 
 
 def _rows(request: RequestArrays) -> np.ndarray:
@@ -112,6 +134,8 @@ class BatchSampler(torch.utils.data.BatchSampler):
         self._n_obs = n_obs
         self._iteration: _Iteration | None = None
         self._tickets = 0  # __iter__ calls so far
+        # The torch DataLoader iterator that made the latest iterator, if one did: (ticket, weakref).
+        self._consumer: tuple[int, Any] | None = None
 
     @property
     def sampler(self) -> _AnySampler:
@@ -140,6 +164,8 @@ class BatchSampler(torch.utils.data.BatchSampler):
         samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
         only the second iterator."""
         self._tickets += 1
+        loader = _calling_dataloader()
+        self._consumer = None if loader is None else (self._tickets, weakref.ref(loader))
         return self._play(self._tickets)
 
     def _play(self, ticket: int) -> Iterator[list[int]]:
@@ -160,6 +186,19 @@ class BatchSampler(torch.utils.data.BatchSampler):
         if iteration is None or iteration.ended or iteration.ticket != self._tickets:
             return None
         return iteration
+
+    def _received(self) -> int | None:
+        """The batches of the latest iteration that the torch DataLoader iterating it has handed to
+        the training loop (its workers and prefetching run ahead of that), or None where no
+        DataLoader of torch's own made the iterator, or it is gone."""
+        iteration = self._iteration
+        if self._consumer is None or iteration is None:
+            return None
+        ticket, ref = self._consumer
+        received = getattr(ref(), "_num_yielded", None)  # set after iter() in the iterator's __init__
+        if not ticket == iteration.ticket == self._tickets or not isinstance(received, int):
+            return None
+        return min(received, iteration.total)
 
     def _next_state(self) -> SamplerStateDict:
         """The state where the next iteration begins: a pending restore's point, else the start of the
@@ -192,12 +231,16 @@ class BatchSampler(torch.utils.data.BatchSampler):
         self._iteration = None
 
     def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
-        """The sampler's state after the batches this BatchSampler has yielded in its current
-        iteration, or after ``batches_done`` of them (``0 <= batches_done <= `` the iteration's
+        """The sampler's state after the batches of its current iteration that the training loop
+        has received, or after ``batches_done`` of them (``0 <= batches_done <= `` the iteration's
         batches); ``load_state_dict`` of it makes the next iteration yield exactly the rest.
 
         A DataLoader runs ahead of the training loop (``num_workers * prefetch_factor`` batches with
-        workers), so a checkpoint should name the batches the loop has finished:
+        workers). Where torch's own ``DataLoader`` iterates this BatchSampler, the default is the
+        batches that DataLoader has handed to the loop (its ``_num_yielded``), with or without
+        workers, not those this BatchSampler has yielded to the workers. Elsewhere (iterated by
+        hand, or by another loader) the default is the batches this BatchSampler has yielded, and
+        a loop that lags behind passes the batches it has finished:
         ``for k, batch in enumerate(loader, 1): ...; state = batch_sampler.state_dict(batches_done=k)``.
         ``batches_done`` counts from where this iteration began (after a restore, the restored
         point), as ``enumerate`` does; the dict's own ``"batches_done"`` counts from the epoch's
@@ -213,6 +256,13 @@ class BatchSampler(torch.utils.data.BatchSampler):
         done = optional_index("batches_done", batches_done)
         iteration = self._iteration
         if done is None:
+            received = self._received()
+            if received is not None and iteration is not None:
+                # Inside torch's DataLoader: the batches the loop has received, not those the
+                # DataLoader's workers have been sent.
+                if received == iteration.total:
+                    return self._next_state()
+                return self._sampler.state_dict(iteration.first + received)
             current = self._current()
             if current is None:
                 return self._next_state()
@@ -240,7 +290,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         self._iteration = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key != "_iteration"}
+        state = {key: value for key, value in self.__dict__.items() if key not in ("_iteration", "_consumer")}
         # Where the copy's next iteration starts: where this one's current iteration stands (the
         # sampler alone knows only whole requests), or after it has yielded its batches or been
         # left for a newer iterator, at the next epoch's start.
@@ -257,6 +307,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         resume = state.pop("_resume")
         self.__dict__.update(state)
         self._iteration = None
+        self._consumer = None
         if resume is not None:
             kind, value = resume
             if kind == "state":

@@ -342,6 +342,9 @@ class Sampler {
     progress_ =
         std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
   }
+  // The batches of the requests the last sample()'s iterator has yielded, counted from the
+  // epoch's start (what state() records without an argument).
+  [[nodiscard]] std::int64_t batches_yielded() const noexcept { return progress_->batches_done; }
   // "start" (no sample() since construction, set_epoch or restore), "restore", "sample" (the last
   // sample()'s iterator has batches left) or "end" (it has yielded them all: the next sample()
   // plays the next epoch from its start, as after "start").
@@ -562,6 +565,8 @@ NB_MODULE(_chunksampler, m) {
       .def_prop_ro("since", &Sampler::since,
                    "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
       .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
+      .def_prop_ro("batches_yielded", &Sampler::batches_yielded,
+                   "The batches of the requests the last sample() has yielded, from the epoch's start.")
       .def_prop_ro("batch_size",
                    [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
       .def_prop_ro("chunk_size",
@@ -578,6 +583,10 @@ NB_MODULE(_chunksampler, m) {
       .def_prop_ro(
           "seed", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.rng().seed(); }); },
           "The seed every random choice descends from.")
+      .def_prop_ro(
+          "fingerprint",
+          [](const Sampler& s) { return std::visit([](const auto& x) { return x.fingerprint(); }, s.get()); },
+          "A hash of every setting that shapes the epochs (the seed aside), as states carry it.")
       .def_prop_ro("rank",
                    [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.rank(); }); })
       .def_prop_ro("world_size",

@@ -58,15 +58,19 @@ def train_sampler(seed: int = 7) -> cs.RandomSampler:
     return cs.RandomSampler(chunk_size=16, preload_nchunks=4, batch_size=32, rng=np.random.default_rng(seed))
 
 
+def unseeded(chunk_size: int, preload_nchunks: int, batch_size: int) -> cs.RandomSampler:
+    """A RandomSampler made without rng, as annbatch's default: its seed comes from fresh entropy."""
+    return cs.RandomSampler(chunk_size=chunk_size, preload_nchunks=preload_nchunks, batch_size=batch_size)
+
+
 def val_sampler() -> cs.SequentialSampler:
     return cs.SequentialSampler(chunk_size=16, preload_nchunks=4, batch_size=32)
 
 
 def datamodule(workers: int, seed: int = 7, **splits) -> ChunkDataModule:
     splits.setdefault("train_sampler", train_sampler(seed))
-    return ChunkDataModule(
-        dataset(N_TRAIN, 0), val_dataset=dataset(N_VAL, 1), val_sampler=val_sampler(), num_workers=workers, **splits
-    )
+    splits.setdefault("val_sampler", val_sampler())
+    return ChunkDataModule(dataset(N_TRAIN, 0), val_dataset=dataset(N_VAL, 1), num_workers=workers, **splits)
 
 
 class Model(LightningModule):
@@ -226,6 +230,16 @@ def main() -> None:
         job.fit("bad-sampler", Model(), datamodule(0, train_sampler=not_ours))
         job.fit("own-plain-sampler", OwnLoaderModel(0, plain=True))
         job.fit("plain-dataloader", PlainDataLoaderModel())
+        # Each rank its own seed: their shards would overlap in global mode and no checkpoint would
+        # restore on another rank, so every rank stops.
+        own_seed = lambda: cs.DistributedSampler(train_sampler(7 + torch.distributed.get_rank()), dist_info="torch")  # noqa: E731
+        job.fit("bad-seeds-differ", Model(), datamodule(0, train_sampler=own_seed))
+        # Samplers made without rng (each rank's seed drawn from fresh entropy): validation in global
+        # mode still reads every row once across the ranks, and training resumes from a checkpoint.
+        job.fit("unseeded-val", Model(), datamodule(0, val_sampler=unseeded(16, 2, 16)))
+        job.fit("unseeded-cut", Model(), datamodule(0, train_sampler=unseeded(16, 4, 32)), stop=STOP_STEP)
+        job.fit("unseeded-resumed", Model(), datamodule(0, train_sampler=unseeded(16, 4, 32)),
+                ckpt=job.checkpoint("unseeded-cut"))
         # Last, a crash: with DataLoader workers, the processes end mid-epoch 1 (os._exit).
         t = trainer(args.out / "die", job.devices)
         t.callbacks.append(Stop(STOP_STEP, write=lambda record: job.write("die", t.global_rank, record)))

@@ -25,7 +25,7 @@ class Config:
     preload_nchunks: int
     batch_size: int
     n_obs: int
-    seed: int = 0
+    seed: int | None = 0  # None: the sampler is made without rng
     drop_last: bool = False
     # One range (start, stop), or several ((start, stop), ...); stop None is open-ended.
     mask: tuple[int, int | None] | tuple[tuple[int, int | None], ...] | None = None
@@ -46,10 +46,10 @@ class Config:
     worker: tuple[int, int] = (0, 1)
 
     def base(self) -> Any:
-        """The plain sampler, seeded from ``np.random.default_rng(seed)``."""
+        """The plain sampler, seeded from ``np.random.default_rng(seed)`` (made without rng where seed is None)."""
         shape = {"chunk_size": self.chunk_size, "preload_nchunks": self.preload_nchunks, "batch_size": self.batch_size}
         mask = self.mask_arg()
-        rng = np.random.default_rng(self.seed)
+        rng = None if self.seed is None else np.random.default_rng(self.seed)
         if self.kind == "random":
             return cs.RandomSampler(
                 **shape, drop_last=self.drop_last, mask=mask, replacement=self.replacement,

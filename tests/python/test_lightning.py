@@ -67,8 +67,10 @@ def test_state_names_the_batches_handed_out_not_those_workers_prefetched(workers
     handed = iter(loader)
     for _ in range(7):
         next(handed)
-    ahead = loader.batch_sampler.state_dict()["batches_done"]
-    assert ahead == (7 if workers == 0 else 7 + 2 * 2)  # workers * prefetch_factor more
+    # The DataLoader's workers were sent workers * prefetch_factor batches more; the batch sampler's
+    # state names those the DataLoader handed on.
+    assert loader.batch_sampler._iteration.yielded == (7 if workers == 0 else 7 + 2 * 2)
+    assert loader.batch_sampler.state_dict()["batches_done"] == 7
     assert len(loader) == 21  # the epoch's, while it is handed out
     state = loader.state_dict()
     assert (state["epoch"], state["batches_done"]) == (0, 7)
@@ -338,7 +340,9 @@ def test_a_checkpoint_holds_the_batches_the_training_loop_finished(jobs):
         assert at["handed_out_by_batch_sampler"] == 5  # no DataLoader workers: nothing fetched ahead
         (died,) = [c for c in main.result("die", rank)["checkpoints"] if c["epoch"] == 1]
         assert (died["ready"], died["loader_state"]["batches_done"]) == (5, 5)
-        assert died["handed_out_by_batch_sampler"] == 9  # 2 workers x prefetch_factor 2 ahead of the loop
+        # 2 workers x prefetch_factor 2 run 4 batches ahead of the loop, but the batch sampler's own
+        # state names the batches torch's DataLoader handed to the loop
+        assert died["handed_out_by_batch_sampler"] == 5
 
 
 def test_a_crashed_job_with_workers_resumes_in_new_processes_batch_for_batch(jobs):
@@ -362,6 +366,8 @@ def test_bad_input_raises_our_error_on_every_rank(jobs):
         "bad-dist-info": ("ConfigError", r"world_size 2\); rank 1: dist_info gave rank 0 of world_size 2\. "),
         "bad-sampler": ("TypeError", r"train_sampler\(\): sampler must be a chunksampler .* got torch\.utils\.data\."),
         "own-plain-sampler": ("ConfigError", r"ranks 0, 1: a RandomSampler, not a DistributedSampler"),
+        "bad-seeds-differ": ("ConfigError", r"every rank must use the same seed, but the seeds are \d+ on rank 0; "
+                             r"\d+ on rank 1: .*rng=np\.random\.default_rng\(SEED\)"),
     }
     for fit, (error, message) in cases.items():
         for rank in (0, 1):
@@ -405,3 +411,28 @@ def test_the_example_prints_what_each_epoch_trained_and_validated(jobs):
     ]
     # The documentation shows the 3-epoch run: its first two epochs are these.
     assert printed == shown_output("lightning-train").splitlines()[:2]
+
+
+def test_unseeded_samplers_validate_every_row_once_and_resume_exactly(jobs):
+    """The issue's reproduction: a validation sampler made without rng, which ChunkDataModule deals
+    among the ranks in global mode, read 650 of 2,000 rows on both ranks and 650 on neither; and a
+    training sampler made without rng stopped the resumed fit with StateMismatchError."""
+    main = jobs.main.wait()
+    val = [main.result("unseeded-val", rank)["val"] for rank in (0, 1)]
+    for epoch in range(job.EPOCHS):
+        rows = [[i for batch in val[rank][str(epoch)] for i in batch] for rank in (0, 1)]
+        assert not set(rows[0]) & set(rows[1])
+        assert sorted(rows[0] + rows[1]) == list(range(job.N_VAL))
+
+    def expected(rank: int) -> list[list[list[int]]]:
+        # The shared seed 0 of a DistributedSampler over a sampler made without rng, as every rank has.
+        return epochs(lambda: cs.DistributedSampler(job.unseeded(16, 4, 32), dist_info=lambda: (rank, 2)),
+                      job.N_TRAIN, job.EPOCHS)
+
+    for rank in (0, 1):
+        cut, resumed = main.result("unseeded-cut", rank), main.result("unseeded-resumed", rank)
+        assert "error" not in resumed, resumed
+        full = expected(rank)
+        assert cut["interrupted"] and trained(cut, 0) == full[0] and trained(cut, 1) == full[1][:8]
+        assert trained(resumed, 1) == full[1][5:] and batch_idx(resumed, 1) == list(range(5, 15))
+        assert trained(resumed, 2) == full[2]

@@ -352,8 +352,10 @@ class Recording(AnnbatchDataModule):
         return tensors
 
 
-def train_in_process(work: Path, harness: Harness, ckpt_path: Path | None = None, seed: int = 7) -> Harness:
-    dm = Recording(loader(work, cs.RandomSampler(64, 4, BATCH, rng=np.random.default_rng(seed))), batch_key="batch")
+def train_in_process(work: Path, harness: Harness, ckpt_path: Path | None = None, seed: int | None = 7) -> Harness:
+    """scVI on one device; ``seed=None`` makes the training sampler without rng."""
+    rng = None if seed is None else np.random.default_rng(seed)
+    dm = Recording(loader(work, cs.RandomSampler(64, 4, BATCH, rng=rng)), batch_key="batch")
     model = scvi.model.SCVI(registry=dm.registry, n_latent=4, n_hidden=16)
     try:
         model.train(datamodule=dm, max_epochs=2, accelerator="cpu", devices=1, validation_size=0.08,
@@ -394,6 +396,33 @@ def test_a_checkpoint_of_another_seed_or_without_the_state_is_refused(work, tmp_
     torch.save(checkpoint, tmp_path / "stateless.ckpt")
     with pytest.raises(cs.StateMismatchError, match="holds no sampler state"):
         train_in_process(work, Harness(tmp_path / "other"), tmp_path / "stateless.ckpt")
+
+
+def test_a_run_of_samplers_made_without_rng_resumes_exactly(work, tmp_path):
+    """Each process draws an unseeded sampler's seed from fresh entropy; the shards use the shared
+    seed 0, so a restarted process continues the checkpoint's epoch exactly."""
+    full = train_in_process(work, Harness(tmp_path / "full"), seed=None).trained
+    crashed = train_in_process(work, Harness(tmp_path, save_at=33, crash_at=36), seed=None).trained
+    resumed = train_in_process(work, Harness(tmp_path / "again"), tmp_path / "saved.ckpt", seed=None).trained
+    assert crashed[:33] + resumed == full
+
+
+def test_ranks_of_samplers_made_without_rng_read_disjoint_validation_and_training_cells(work):
+    """The issue's reproduction, in scvi's module: validation is dealt among the ranks in global mode,
+    and each rank's samplers, made without rng, drew their own seeds."""
+    def rank_rows(rank: int) -> tuple[list[int], list[int]]:
+        validation = cs.RandomSampler(64, 2, 64)  # made without rng on each rank
+        dm = AnnbatchDataModule(loader(work, cs.RandomSampler(64, 4, BATCH)), validation_sampler=validation,
+                                batch_key="batch", mode="global", dist_info=lambda: (rank, 2))
+        dm.set_split(None, 0.08, True, None)
+        rows = []
+        for epochs in (dm.train_dataloader(), dm.val_dataloader()):
+            rows.append([i for r in epochs.batch_sampler.sample(N_OBS) for b in request_batches(r) for i in b])
+        return rows[0], rows[1]
+
+    (train0, val0), (train1, val1) = rank_rows(0), rank_rows(1)
+    assert not set(val0) & set(val1) and sorted(val0 + val1) == list(range(N_VAL))
+    assert not set(train0) & set(train1) and set(train0 + train1) <= set(range(N_VAL, N_OBS))
 
 
 def test_chunksampler_imports_scvi_tools_only_in_chunksampler_scvi():

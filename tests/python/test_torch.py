@@ -326,6 +326,16 @@ def test_torchrun_ranks_get_disjoint_shards_of_equal_batches_from_dist_info_torc
             assert r["len"] == len(r["batches"]) > 0
         assert len(ranks[0]["batches"]) == len(ranks[1]["batches"])
         assert not {i for b in ranks[0]["batches"] for i in b} & {i for b in ranks[1]["batches"] for i in b}
+    # Bases made without rng draw their seeds from fresh entropy in each process; the ranks still
+    # share one permutation (the shared seed 0), so their shares are disjoint and cover the range.
+    unseeded = report["global-unseeded"]
+    assert [r["seed"] for r in unseeded] == [0, 0]
+    for rank, r in enumerate(unseeded):
+        base = cs.RandomSampler(chunk_size=8, preload_nchunks=2, batch_size=4)
+        expected = cs.DistributedSampler(base, dist_info=lambda rank=rank: (rank, 2), mode="global")
+        assert r["batches"] == as_lists(epoch_batches(expected, n_obs))
+    seen = sorted(i for r in unseeded for b in r["batches"] for i in b)
+    assert len(seen) == len(set(seen)) == sum(len(b) for r in report["global"] for b in r["batches"])
 
 
 def test_rejects_what_is_not_a_sampler_or_an_n_obs():
