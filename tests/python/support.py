@@ -249,3 +249,23 @@ def picks(n: int, limit: int = 24) -> list[int]:
         return list(range(n + 1))
     step = math.ceil(n / (limit - 1))
     return sorted({*range(0, n + 1, step), n})
+
+
+# One configuration of each kind over 600 observations, plain and as rank 1 and 2 of 3 in each
+# shard mode: what the pickling and copy tests run every kind through.
+EVERY_KIND_N_OBS = 600
+_CODES = tuple(np.repeat([0, 1, 2, 1, 0, 2], [120, 80, 100, 90, 110, 100]).tolist())
+_BASES = {
+    "random": Config("random", 10, 3, 6, EVERY_KIND_N_OBS, seed=1, mask=(5, 590)),
+    "sequential": Config("sequential", 10, 2, 5, EVERY_KIND_N_OBS, mask=(0, 555)),
+    "class": Config("class", 10, 2, 5, EVERY_KIND_N_OBS, seed=2, codes=_CODES, num_samples=600,
+                    class_weights=(1.0, 2.0, 1.0)),
+    "weighted": Config("weighted", 10, 2, 5, EVERY_KIND_N_OBS, seed=4, codes=_CODES, num_samples=600,
+                       class_weights=(1.0, 2.0, 1.0), composition="stratified"),
+    "mixture": Config("mixture", 10, 2, 10, EVERY_KIND_N_OBS, seed=3, sizes=(300, 200, 100), weights=(1.0, 1.0, 2.0)),
+}
+EVERY_KIND = {
+    **_BASES,
+    **{f"{k}-contiguous": Config(**{**v.__dict__, "world_size": 3, "rank": 1}) for k, v in _BASES.items()},
+    **{f"{k}-global": Config(**{**v.__dict__, "world_size": 3, "rank": 2, "mode": "global"}) for k, v in _BASES.items()},
+}

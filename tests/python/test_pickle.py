@@ -12,25 +12,12 @@ import sys
 import numpy as np
 import pytest
 from conftest import epoch_batches, observations
-from support import Config, as_lists
+from support import EVERY_KIND, EVERY_KIND_N_OBS, as_lists
 
 import chunksampler as cs
 
-N_OBS = 600
-CODES = tuple(np.repeat([0, 1, 2, 1, 0, 2], [120, 80, 100, 90, 110, 100]).tolist())
-BASES = {
-    "random": Config("random", 10, 3, 6, N_OBS, seed=1, mask=(5, 590)),
-    "sequential": Config("sequential", 10, 2, 5, N_OBS, mask=(0, 555)),
-    "class": Config("class", 10, 2, 5, N_OBS, seed=2, codes=CODES, num_samples=600, class_weights=(1.0, 2.0, 1.0)),
-    "weighted": Config("weighted", 10, 2, 5, N_OBS, seed=4, codes=CODES, num_samples=600,
-                       class_weights=(1.0, 2.0, 1.0), composition="stratified"),
-    "mixture": Config("mixture", 10, 2, 10, N_OBS, seed=3, sizes=(300, 200, 100), weights=(1.0, 1.0, 2.0)),
-}
-CONFIGS = {
-    **BASES,
-    **{f"{k}-contiguous": Config(**{**v.__dict__, "world_size": 3, "rank": 1}) for k, v in BASES.items()},
-    **{f"{k}-global": Config(**{**v.__dict__, "world_size": 3, "rank": 2, "mode": "global"}) for k, v in BASES.items()},
-}
+N_OBS = EVERY_KIND_N_OBS
+CONFIGS = EVERY_KIND
 kinds = pytest.mark.parametrize("name", list(CONFIGS))
 
 
