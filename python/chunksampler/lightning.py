@@ -101,9 +101,9 @@ class ChunkDataLoader:
     a rank's sampler is no ``DistributedSampler`` under several ranks or its ``dist_info`` gave
     another rank or world size than the job's, if the ranks' samplers differ in a setting or in
     their seed (``rng=np.random.default_rng(SEED)``, the same SEED on every rank; a sampler made
-    without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with ``equal_batches=True`` (the default: a
-    training loader, whose gradient all-reduce waits for every rank), if the ranks' batch counts
-    differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
+    without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with
+    ``equal_batches=True`` (the default: a training loader, whose gradient all-reduce waits for
+    every rank), if the ranks' batch counts differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
     ``equal_batches=False``. An error on one rank alone would leave the others waiting in their next
     collective. Made before the process group exists, a loader checks at its first iteration.
 

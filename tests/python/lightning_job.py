@@ -232,7 +232,9 @@ def main() -> None:
         job.fit("plain-dataloader", PlainDataLoaderModel())
         # Each rank its own seed: their shards would overlap in global mode and no checkpoint would
         # restore on another rank, so every rank stops.
-        own_seed = lambda: cs.DistributedSampler(train_sampler(7 + torch.distributed.get_rank()), dist_info="torch")  # noqa: E731
+        def own_seed():
+            return cs.DistributedSampler(train_sampler(7 + torch.distributed.get_rank()), dist_info="torch")
+
         job.fit("bad-seeds-differ", Model(), datamodule(0, train_sampler=own_seed))
         # Samplers made without rng (each rank's seed drawn from fresh entropy): validation in global
         # mode still reads every row once across the ranks, and training resumes from a checkpoint.

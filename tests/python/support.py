@@ -267,5 +267,6 @@ _BASES = {
 EVERY_KIND = {
     **_BASES,
     **{f"{k}-contiguous": Config(**{**v.__dict__, "world_size": 3, "rank": 1}) for k, v in _BASES.items()},
-    **{f"{k}-global": Config(**{**v.__dict__, "world_size": 3, "rank": 2, "mode": "global"}) for k, v in _BASES.items()},
+    **{f"{k}-global": Config(**{**v.__dict__, "world_size": 3, "rank": 2, "mode": "global"})
+       for k, v in _BASES.items()},
 }
