@@ -22,10 +22,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <map>
-#include <new>
 #include <optional>
 #include <ranges>
 #include <set>
@@ -33,43 +31,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-namespace test_restore_checks {
-namespace {
-// Set by FailNextAllocation: the next allocation on this thread throws std::bad_alloc.
-thread_local bool fail_next_allocation = false;
-thread_local int failed_allocations = 0;
-}  // namespace
-}  // namespace test_restore_checks
-
-// The test executable's operator new (replaced here, once for the whole executable): malloc's,
-// but for the one allocation a test makes fail, to see that a restore which throws midway leaves
-// the sampler as it was. Every unaligned form is replaced, so that no block allocated by one
-// runtime's operator new (AddressSanitizer defines them all) is freed by another's delete.
-void* operator new(std::size_t size) {
-  if (test_restore_checks::fail_next_allocation) {
-    test_restore_checks::fail_next_allocation = false;
-    ++test_restore_checks::failed_allocations;
-    throw std::bad_alloc();
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  try {
-    return operator new(size);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return operator new(size, std::nothrow); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace test_restore_checks {
 
@@ -93,15 +54,6 @@ std::string refusal(F&& f) {
 
 const cs::RandomSampler issue_base({.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32});
 constexpr cs::DistributedOptions global{.mode = cs::ShardMode::global};
-
-// While alive, the next allocation on this thread (one only) throws std::bad_alloc.
-class FailNextAllocation {
- public:
-  FailNextAllocation() noexcept { fail_next_allocation = true; }
-  ~FailNextAllocation() { fail_next_allocation = false; }
-  FailNextAllocation(const FailNextAllocation&) = delete;
-  FailNextAllocation& operator=(const FailNextAllocation&) = delete;
-};
 
 // The state after 37 batches of epoch 0 of rank 0 of 4, global mode, over `n_obs`.
 cs::SamplerState state_at_37(std::int64_t n_obs) {
@@ -577,40 +529,6 @@ TEST_CASE("a state at an epoch's start that no sample() began is read by any wor
       }
     }
   }
-}
-
-TEST_CASE("a restore that throws leaves the sampler exactly as it was", "[restore]") {
-  // A global-mode state taken after an elastic restart names the runs dealt to the new ranks;
-  // restore copies them, and that copy may throw (std::bad_alloc) after every check passed.
-  Dist three(issue_base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
-  three.restore(state_at_37(10'007));
-  (void)three.sample(10'007);
-  const cs::SamplerState dealt = three.state(40);
-  REQUIRE(support::fields(dealt).runs.has_value());
-  REQUIRE(dealt.epoch() == 0);
-
-  // The sampler has played epoch 2 and stands before epoch 3.
-  Dist d(issue_base, cs::DistInfo{.rank = 1, .world_size = 3}, global);
-  d.set_epoch(2);
-  (void)d.sample(10'007);
-  Dist untouched = d;
-  const int failed_before = failed_allocations;
-  const auto failing_restore = [&] {
-    const FailNextAllocation fail;
-    d.restore(dealt);
-  };
-  CHECK_THROWS_AS(failing_restore(), std::bad_alloc);
-  REQUIRE(failed_allocations == failed_before + 1);  // the restore, not the test, hit the failure
-  CHECK(d.epoch() == 3);
-  CHECK(d.state(7) == untouched.state(7));  // still a point of epoch 2 over 10,007 observations
-  CHECK(d.n_batches(10'007) == untouched.n_batches(10'007));
-  CHECK(support::observations(support::epoch(d, 10'007)) == support::observations(support::epoch(untouched, 10'007)));
-  CHECK(d.epoch() == 4);
-
-  // The same restore, not made to fail, takes effect.
-  d.restore(dealt);
-  CHECK(d.epoch() == 0);
-  CHECK(d.state(40) == dealt);
 }
 
 }  // namespace test_restore_checks
