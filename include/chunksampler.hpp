@@ -9,6 +9,7 @@
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/epoch.hpp>
+#include <chunksampler/epoch_driver.hpp>
 #include <chunksampler/errors.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/mixture_sampler.hpp>

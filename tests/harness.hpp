@@ -4,6 +4,7 @@
 // The resume and worker checks every sampler's tests run, on any sampler `make()` returns fresh:
 // exact resume at any batch through a state's text, and workers that split a stream exactly.
 
+#include <chunksampler/errors.hpp>
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/worker_info.hpp>
 
@@ -73,11 +74,24 @@ void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs:
   played.set_epoch(epoch);
   REQUIRE(played.epoch() == epoch);
   const std::int64_t expected_batches = played.n_batches(n_obs, worker);
-  const std::vector<OwnedRequest> whole = collect(played.sample(n_obs, worker));
+  auto played_range = played.sample(n_obs, worker);
+  // The epoch knows its position: it begins at the epoch's start.
+  CHECK(played_range.batches_before() == 0);
+  CHECK(played_range.epoch() == epoch);
+  const std::vector<OwnedRequest> whole = collect(played_range);
   const Batches batches = observations(whole);
   const auto n = static_cast<std::int64_t>(batches.size());
   REQUIRE(n == expected_batches);
   REQUIRE(played.epoch() == epoch + 1);
+  {
+    // Between epochs the next sample() begins the next epoch afresh, tied to no worker or n_obs.
+    auto start = make();
+    start.set_epoch(epoch + 1);
+    CHECK(played.next_state() == start.state(0));
+    CHECK(!played.next_state().n_obs());
+  }
+  CHECK_THROWS_AS(played_range.state(n + 1), cs::ConfigError);
+  CHECK_THROWS_AS(played_range.state(-1), cs::ConfigError);
 
   auto next = make();
   next.set_epoch(epoch + 1);
@@ -96,6 +110,8 @@ void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs:
   for (const std::int64_t b : resume_points(n, g)) {
     INFO("resumed after " << b << " of " << n << " batches");
     const cs::SamplerState state = played.state(b);
+    // The range's own state is the sampler's: an adapter counts only the batches it hands on.
+    CHECK(played_range.state(b) == state);
     CHECK(state.epoch() == epoch);
     CHECK(state.batches_done() == b);
     CHECK(state.worker() == worker.id);
@@ -107,7 +123,15 @@ void check_resume(const Make& make, std::int64_t n_obs, std::uint64_t epoch, cs:
 
     auto fresh = make();
     fresh.restore(parsed);
-    const std::vector<OwnedRequest> rest = collect(fresh.sample(n_obs, worker));
+    CHECK(fresh.next_state() == parsed);
+    auto rest_range = fresh.sample(n_obs, worker);
+    // A resumed epoch begins at the restored point, and its states count from the epoch's start.
+    CHECK(rest_range.batches_before() == b);
+    CHECK(rest_range.n_batches() == n - b);
+    CHECK(rest_range.state(0) == state);
+    if (b < n) CHECK(rest_range.state(n - b) == played.state(n));
+    CHECK_THROWS_AS(rest_range.state(n - b + 1), cs::ConfigError);
+    const std::vector<OwnedRequest> rest = collect(rest_range);
     REQUIRE(observations(rest) == tail(batches, b));
     REQUIRE(rest == after(whole, b));
     // The resumed epoch is over: the next one plays from its start.

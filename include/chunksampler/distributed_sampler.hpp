@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// DistributedSampler's members are all declared here; they mirror those of `SamplerBase`
-// (<chunksampler/sampler_base.hpp>) for this rank's share.
+// DistributedSampler's own members are declared here; `epoch`, `set_epoch`, `n_batches`,
+// `n_batches_left`, `sample`, `state` and `restore` are those of `EpochDriver`
+// (<chunksampler/epoch_driver.hpp>), driving this rank's share of each epoch.
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/batch_runs.hpp>
-#include <chunksampler/detail/epoch_cursor.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/random.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/epoch.hpp>
+#include <chunksampler/epoch_driver.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
@@ -23,6 +24,7 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,10 @@ template <class S>
   }
   return false;
 }
+
+/// The plan type of the samplers `S` makes.
+template <class S>
+using plan_of = decltype(std::declval<const S&>().plan(std::int64_t{}, std::uint64_t{}));
 
 }  // namespace detail
 
@@ -90,18 +96,28 @@ struct DistributedOptions {
 ///
 /// The wrapped sampler is copied at construction and never changed by the caller's later edits.
 ///
+/// Its epochs are driven by `EpochDriver` (`sample`, `n_batches`, `state`, `restore`, ...) over
+/// this rank's layout: `n_batches` is this rank's (or worker's) count, the same on every rank
+/// when `enforce_equal_batches`, and after an elastic restore the state's `batches_done` plus this
+/// rank's part of what the old ranks left. Every rank of a synchronous job is at the same point,
+/// so any rank's state restores all of them. A state of worker `i` of `k` continues in
+/// `sample(n_obs, {i, k})` on the same world size; in global mode a state taken without workers
+/// may also come from another world size, or be read by several workers: the batches the old
+/// ranks had not read are dealt among the new ranks (drop leaves out fewer than `world_size` of
+/// them, pad repeats as many), and a rank's workers split its part.
+///
 ///     cs::RandomSampler base({.chunk_size = 64, .preload_nchunks = 32, .batch_size = 256});
 ///     cs::DistributedSampler dist(base, cs::dist::from_env());
 ///     for (const cs::LoadRequest& request : dist.sample(n_obs)) { /* this rank's reads */ }
 template <DistributableSampler S>
-class DistributedSampler {
+class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::plan_of<S>> {
+  using Driver = EpochDriver<DistributedSampler<S>, detail::plan_of<S>>;
+
  public:
   /// The wrapped sampler's type.
   using sampler_type = S;
-  /// The plan of one epoch of the wrapped sampler.
-  using plan_type = decltype(std::declval<const S&>().plan(std::int64_t{}, std::uint64_t{}));
-  /// The range `sample()` returns.
-  using range_type = Epoch<plan_type>;
+  using typename Driver::plan_type;
+  using typename Driver::range_type;
 
   /// Wraps a copy of `sampler`; calls `dist_info` exactly once, here. Throws `ConfigError`
   /// unless `world_size >= 1` and `0 <= rank < world_size`.
@@ -117,7 +133,7 @@ class DistributedSampler {
     if (info_.rank < 0 || info_.rank >= info_.world_size)
       detail::throw_config("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
                            info_.world_size);
-    cursor_.set(sampler_.epoch());
+    this->set_epoch(sampler_.epoch());
   }
 
   /// This process's rank.
@@ -177,11 +193,6 @@ class DistributedSampler {
   {
     return Rng(sampler_.rng()).spawn(stream());
   }
-  /// The epoch the next `sample()` plays.
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
-  /// Pins the next `sample()` to epoch `epoch` (from its start); call it with the same value
-  /// on every rank, as PyTorch's `set_epoch`.
-  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
   /// A hash of every setting that shapes the job's epochs (not the world size in global mode).
   [[nodiscard]] std::uint64_t fingerprint() const noexcept {
     std::uint64_t h = detail::derive(sampler_.fingerprint(), 0x64697374ULL);  // "dist"
@@ -196,91 +207,32 @@ class DistributedSampler {
   /// read together (global mode); throws if the epoch cannot be served. While a restore is
   /// pending, the restored epoch's: in global mode the window of the plan the state's ranks
   /// were reading, whatever this job's world size.
-  [[nodiscard]] Ranges shard(std::int64_t n_obs) const { return shard(n_obs, cursor_.next()); }
+  [[nodiscard]] Ranges shard(std::int64_t n_obs) const { return shard(n_obs, this->epoch()); }
   [[nodiscard]] Ranges shard(std::int64_t n_obs, std::uint64_t epoch) const {
     return wrapped_shard(n_obs, epoch, plan_world_size(epoch)).mask;
   }
 
   /// Throws `ConfigError` if this rank's epoch over `n_obs` cannot be served.
-  void validate(std::int64_t n_obs) const { (void)layout(n_obs, cursor_.next(), nullptr, false); }
+  void validate(std::int64_t n_obs) const { (void)lay_out(n_obs, this->epoch(), nullptr, false); }
 
-  /// Batches this rank (or its worker) yields in a whole epoch, counted from the epoch's start;
-  /// the same on every rank when `enforce_equal_batches`. While a restore is pending, the
-  /// restored epoch's count (after an elastic restore: the state's `batches_done` plus this
-  /// rank's part of what the old ranks left), which the next `sample()` yields less the state's
-  /// `batches_done`. Throws where `sample()` would.
-  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return prepare(n_obs, worker).n_batches;
-  }
-  /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
-  /// `batches_done`. Throws where `sample()` would.
-  [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return prepare(n_obs, worker).range.n_batches();
-  }
+ private:
+  // In global mode every rank reads one plan, on the stream no rank number can name.
+  static constexpr std::uint64_t global_stream = ~std::uint64_t{0};
 
-  /// This rank's requests (its worker's share, with a `WorkerInfo`) for epoch `epoch()`, from
-  /// a restored point if one is pending; then moves to the next epoch.
-  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
-    Prepared p = prepare(n_obs, worker);
-    cursor_.start(worker, n_obs);
-    active_plan_world_size_ = p.plan_world_size;
-    active_dealt_ = std::move(p.dealt);
-    active_dealt_at_ = p.dealt_at;
-    return std::move(p.range);
-  }
+  friend Driver;
+  static constexpr std::string_view name = "DistributedSampler";
 
-  /// The point after the first `batches_done` batches this rank (or worker) read of the current
-  /// epoch, counted from its start. Every rank of a synchronous job is at the same point, so
-  /// any rank's state restores all of them, in global mode on any number of ranks.
-  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
-    detail::check_state_point("DistributedSampler", cursor_.n_obs(), batches_done);
-    detail::StateFields result{.fingerprint = fingerprint(),
-                               .seed = seed(),
-                               .epoch = cursor_.current(),
-                               .n_obs = cursor_.n_obs(),
-                               .batches_done = batches_done,
-                               .world_size = info_.world_size,
-                               .plan_world_size = info_.world_size,
-                               .num_workers = cursor_.worker().num_workers,
-                               .worker = cursor_.worker().id,
-                               .runs = std::nullopt,
-                               .dealt_at = 0};
-    if (options_.mode == ShardMode::global && cursor_.pending()) {
-      // Restored, not yet played: the next sample() plays the restored deal (an elastic restore
-      // re-deals it then), so a checkpoint taken now must name that deal, not a fresh one.
-      const detail::StateFields& pending = detail::StateAccess::fields(*cursor_.pending());
-      result.world_size = pending.world_size;
-      result.plan_world_size = pending.plan_world_size;
-      result.runs = pending.runs;
-      result.dealt_at = pending.dealt_at;
-    } else if (options_.mode == ShardMode::global && cursor_.current() + 1 == cursor_.next()) {
-      result.plan_world_size = active_plan_world_size_;
-      result.runs = active_dealt_;
-      result.dealt_at = active_dealt_at_;
-      if (batches_done < active_dealt_at_)
-        detail::throw_config(
-            "DistributedSampler: state: batches_done ({}) counts from the epoch's start and cannot be below the {} "
-            "batches read before the restart",
-            batches_done, active_dealt_at_);
-    }
-    return detail::StateAccess::make(result);
-  }
+  // The layout policy of a rank (see EpochDriver): this rank's batches of each epoch.
+  [[nodiscard]] std::int64_t readers() const noexcept { return info_.world_size; }
 
-  /// Makes the next `sample()` continue exactly after `state`, which must be of this
-  /// configuration and seed; the next `sample()` also needs the state's `n_obs`. A state of
-  /// worker `i` of `k` continues in `sample(n_obs, {i, k})` on the same world size. In global
-  /// mode a state taken without workers may also come from another world size, or be read by
-  /// several workers: the batches the old ranks had not read are dealt among the new ranks
-  /// (drop leaves out fewer than `world_size` of them, pad repeats as many), and a rank's
-  /// workers split its part.
-  void restore(const SamplerState& state) {
+  void check_restore(const SamplerState& state) const {
     const detail::StateFields& f = detail::StateAccess::fields(state);
     if (options_.mode == ShardMode::contiguous && f.world_size != info_.world_size)
       detail::throw_state_mismatch(
           "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
           "change world size (use ShardMode::global for elastic restarts)",
           f.world_size, info_.world_size);
-    detail::check_state_of("DistributedSampler", state, fingerprint(), seed());
+    detail::check_state_of(name, state, fingerprint(), seed());
     if (options_.mode == ShardMode::contiguous && (f.plan_world_size != f.world_size || f.runs))
       detail::throw_state_mismatch(
           "DistributedSampler: restore: a contiguous-mode state has no runs and one world size");
@@ -289,70 +241,20 @@ class DistributedSampler {
           "DistributedSampler: restore: an elastic restart (world_size {} to {}) needs a state taken without "
           "workers (this one is of worker {} of {})",
           f.world_size, info_.world_size, f.worker, f.num_workers);
-    cursor_.restore(state);
   }
 
- private:
-  // In global mode every rank reads one plan, on the stream no rank number can name.
-  static constexpr std::uint64_t global_stream = ~std::uint64_t{0};
-
-  // An epoch as this rank reads it.
-  struct RankLayout {
-    plan_type plan;
-    std::vector<BatchRun> runs;                  // this rank's batches of the plan
-    std::optional<std::vector<BatchRun>> dealt;  // global mode: the batches the ranks were dealt (nullopt: all)
-    std::int64_t dealt_at;                       // batches of the epoch each rank had read when they were dealt
-    std::int64_t plan_world_size;                // the ranks the plan was laid out for
-  };
-
-  // What the next sample() plays: this rank's stream and the deal a state taken in it names.
-  struct Prepared {
-    range_type range;
-    std::optional<std::vector<BatchRun>> dealt;
-    std::int64_t dealt_at;
-    std::int64_t plan_world_size;
-    std::int64_t n_batches;  // the rank's (or worker's) batches of the epoch, from its start
-  };
-
-  // The next sample(n_obs, worker), checked (the pending restore among the rest), without moving
-  // the cursor: sample(), n_batches() and n_batches_left() agree by construction.
-  [[nodiscard]] Prepared prepare(std::int64_t n_obs, const WorkerInfo& worker) const {
-    detail::check_worker(worker);
-    const std::optional<SamplerState>& pending = cursor_.pending();
-    // The wrapped sampler's weights may have changed since restore(), through update_weights().
-    if (pending) detail::check_state_of("DistributedSampler", *pending, fingerprint(), seed());
-    const detail::StateFields* resume = pending ? &detail::StateAccess::fields(*pending) : nullptr;
-    // Global mode re-deals what the state's ranks left unread when the world size changed, and
-    // when a state taken without workers is read by several: the re-dealt rest of the epoch is a
-    // new stream, which this rank's workers split. Otherwise the state's own stream continues,
-    // for the worker it is of.
-    const bool redeal =
-        resume && options_.mode == ShardMode::global &&
-        (resume->world_size != info_.world_size || (resume->num_workers == 1 && worker.num_workers != 1));
-    // Refuses a state of another n_obs on every path, and of another worker unless re-dealt (a
-    // re-dealt state is always of the whole rank: restore refuses an elastic one of a worker).
-    const std::int64_t point = cursor_.resume_point(redeal ? WorkerInfo{} : worker, n_obs);
-    // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
-    const std::int64_t skip = redeal ? 0 : point - (resume ? resume->dealt_at : 0);
-    RankLayout l = layout(n_obs, cursor_.next(), resume, redeal);
-    range_type range(std::move(l.plan), std::move(l.runs), worker, skip);
-    const std::int64_t share = range.share_batches();
-    detail::check_skip(skip, share);
-    // Each term is at most 2^62 (a state's dealt_at, batches of the plan), but a corrupt state
-    // may name more batches in all than an epoch holds, up to 2^63: refused, not overflowed.
-    const std::int64_t n_batches = detail::checked_add<StateMismatchError>(
-        l.dealt_at, share,
-        "DistributedSampler: restore: the state's dealt_at plus the batches dealt to this rank after it");
-    return {.range = std::move(range),
-            .dealt = std::move(l.dealt),
-            .dealt_at = l.dealt_at,
-            .plan_world_size = l.plan_world_size,
-            .n_batches = n_batches};
+  // Global mode re-deals what the state's ranks left unread when the world size changed, and
+  // when a state taken without workers is read by several: the re-dealt rest of the epoch is a
+  // new stream, which this rank's workers split. Otherwise the state's own stream continues,
+  // for the worker it is of.
+  [[nodiscard]] bool redeals(const detail::StateFields& resume, const WorkerInfo& worker) const noexcept {
+    return options_.mode == ShardMode::global &&
+           (resume.world_size != info_.world_size || (resume.num_workers == 1 && worker.num_workers != 1));
   }
 
   // The world size epoch `epoch`'s plan is laid out for: a pending global-mode restore's.
   [[nodiscard]] std::int64_t plan_world_size(std::uint64_t epoch) const noexcept {
-    const std::optional<SamplerState>& pending = cursor_.pending();
+    const std::optional<SamplerState>& pending = this->pending();
     return pending && options_.mode == ShardMode::global && pending->epoch() == epoch
                ? detail::StateAccess::fields(*pending).plan_world_size
                : info_.world_size;
@@ -460,8 +362,8 @@ class DistributedSampler {
 
   // The plan of `epoch` and this rank's runs of it; `resume` may change both: `redeal` deals what
   // its ranks left unread among this job's (an elastic restart, or workers after a state of none).
-  [[nodiscard]] RankLayout layout(std::int64_t n_obs, std::uint64_t epoch, const detail::StateFields* resume,
-                                  bool redeal) const {
+  [[nodiscard]] EpochLayout<plan_type> lay_out(std::int64_t n_obs, std::uint64_t epoch,
+                                               const detail::StateFields* resume, bool redeal) const {
     const std::int64_t plan_world_size =
         resume && options_.mode == ShardMode::global ? resume->plan_world_size : info_.world_size;
     plan_type plan = sampler_.with_shard(wrapped_shard(n_obs, epoch, plan_world_size)).plan(n_obs, epoch);
@@ -528,10 +430,6 @@ class DistributedSampler {
   S sampler_;
   DistInfo info_;
   DistributedOptions options_;
-  detail::EpochCursor cursor_;
-  std::int64_t active_plan_world_size_ = 1;
-  std::optional<std::vector<BatchRun>> active_dealt_;
-  std::int64_t active_dealt_at_ = 0;
 };
 
 }  // namespace chunksampler

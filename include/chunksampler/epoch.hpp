@@ -2,8 +2,10 @@
 #pragma once
 
 #include <chunksampler/detail/arith.hpp>
+#include <chunksampler/detail/errors.hpp>
 #include <chunksampler/load_request.hpp>
 #include <chunksampler/plan.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/worker_info.hpp>
 
@@ -26,6 +28,14 @@ namespace chunksampler {
 ///     for (const cs::LoadRequest& request : epoch) {    // begin() once, as for any input range
 ///       for (std::span<const std::int64_t> batch : request.splits) { /* train */ }
 ///     }
+///
+/// It knows where it stands in its epoch: `batches_before()` are the epoch's batches read before
+/// its first (a restored point's), and `state(k)` is the point after `k` of its own batches, so
+/// a loader counts only the batches it hands on:
+///
+///     std::int64_t handed = 0;
+///     for (const cs::LoadRequest& request : epoch)
+///       for (auto batch : request.splits) { train(batch); ++handed; save(epoch.state(handed)); }
 ///
 /// It owns its plan and buffers, so it outlives the sampler that made it and is unaffected by
 /// later calls on that sampler; it can be moved, not copied (iterators point into it). A
@@ -64,10 +74,12 @@ class Epoch {
     Epoch* range_ = nullptr;
   };
 
-  /// Batches `runs` of `plan`, the share of `worker`, less its first `skip` batches; the
-  /// samplers make it (`skip` <= the share's batches).
-  Epoch(Plan plan, std::vector<BatchRun> runs, WorkerInfo worker = {}, std::int64_t skip = 0)
-      : plan_(std::move(plan)), runs_(std::move(runs)), worker_(worker), skip_(skip) {}
+  /// Batches `runs` of `plan`, the share of `worker`, less its first `skip` batches, in the
+  /// epoch a state with `stamp`'s fields names (its `dealt_at`: the epoch's batches read before
+  /// `runs` were dealt). The samplers make it: `skip` <= the share's batches, and `dealt_at` plus
+  /// the share's batches <= 2^62.
+  Epoch(Plan plan, std::vector<BatchRun> runs, WorkerInfo worker, std::int64_t skip, detail::StateFields stamp)
+      : plan_(std::move(plan)), runs_(std::move(runs)), worker_(worker), skip_(skip), stamp_(std::move(stamp)) {}
 
   Epoch(Epoch&&) noexcept = default;
   Epoch& operator=(Epoch&&) noexcept = default;
@@ -93,6 +105,21 @@ class Epoch {
 
   /// Batches this stream yields in all (after the skip).
   [[nodiscard]] std::int64_t n_batches() const noexcept { return share_batches() - skip_; }
+  /// The epoch's batches read before this stream's first, counted from the epoch's start: 0 for
+  /// an epoch begun afresh, a restored state's `batches_done` for one resumed.
+  [[nodiscard]] std::int64_t batches_before() const noexcept { return stamp_.dealt_at + skip_; }
+  /// The epoch this stream plays.
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return stamp_.epoch; }
+  /// The point after the first `yielded` batches of this stream (of its epoch's
+  /// `batches_before() + yielded`): what a checkpoint taken there records. Throws `ConfigError`
+  /// unless `0 <= yielded <= n_batches()`.
+  [[nodiscard]] SamplerState state(std::int64_t yielded) const {
+    if (yielded < 0 || yielded > n_batches())
+      detail::throw_config("Epoch: state: yielded ({}) must be in [0, n_batches()] = [0, {}]", yielded, n_batches());
+    detail::StateFields fields = stamp_;
+    fields.batches_done = batches_before() + yielded;
+    return detail::StateAccess::make(fields);
+  }
   /// The plan of the whole epoch (all ranks' batches in global mode) this range reads from.
   [[nodiscard]] const Plan& plan() const noexcept { return plan_; }
 
@@ -209,6 +236,7 @@ class Epoch {
   std::vector<BatchRun> runs_;
   WorkerInfo worker_;
   std::int64_t skip_;
+  detail::StateFields stamp_;  // a state's fields in this epoch, but batches_done
   bool started_ = false;
   std::size_t run_ = 0;             // the run being read
   std::int64_t piece_ = 0;          // the piece of that run being read

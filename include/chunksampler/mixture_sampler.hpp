@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// MixtureSampler's members: its constructors and those declared below, and those of
-// `SamplerBase` (<chunksampler/sampler_base.hpp>): `sample`, `n_batches`, `n_batches_left`,
-// `epoch`, `set_epoch`, `state`, `restore` and `rng`.
+// MixtureSampler's members: its constructors and those declared below, `rng` of `SamplerBase`
+// (<chunksampler/sampler_base.hpp>), and `sample`, `n_batches`, `n_batches_left`, `epoch`,
+// `set_epoch`, `state` and `restore` of `EpochDriver` (<chunksampler/epoch_driver.hpp>).
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/checks.hpp>
@@ -170,7 +170,7 @@ class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
     updated.set_mixture(weights, temperature, "MixtureSampler: update_weights");
     // A pending restore was checked against the old weights; sampling it under others would
     // continue an epoch that was never played.
-    if (const auto& pending = cursor_.pending(); pending && pending->fingerprint() != updated.fingerprint())
+    if (const auto& pending = this->pending(); pending && pending->fingerprint() != updated.fingerprint())
       detail::throw_config(
           "MixtureSampler: update_weights: a restored state is pending under other weights; call update_weights "
           "before restore");

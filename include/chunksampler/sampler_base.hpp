@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The members the samplers share, in two CRTP bases: `SamplerBase` (every sampler: epochs,
-// counting, sampling, state and restore) and `ChunkSamplerBase` (RandomSampler and
-// SequentialSampler: their settings and plan). Each sampler's own header lists what it adds.
+// The members the samplers share, in two CRTP bases: `SamplerBase` (every sampler: its random
+// stream, and the epochs `EpochDriver` drives over its whole plan) and `ChunkSamplerBase`
+// (RandomSampler and SequentialSampler: their settings and plan). Each sampler's own header lists
+// what it adds.
 
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/chunk_plan.hpp>
-#include <chunksampler/detail/epoch_cursor.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/epoch.hpp>
+#include <chunksampler/epoch_driver.hpp>
 #include <chunksampler/plan.hpp>
 #include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
@@ -28,103 +29,52 @@
 namespace chunksampler {
 
 /// The members every sampler shares: epochs, counting, sampling (a worker's share, from a
-/// restored point), `state` and `restore`. `RandomSampler`, `SequentialSampler`, `ClassSampler`
-/// and `MixtureSampler` derive from it (CRTP); `DistributedSampler` offers the same members.
+/// restored point), `state` and `restore`, all of `EpochDriver`, which reads the whole
+/// plan of each epoch here. `RandomSampler`, `SequentialSampler`, `ClassSampler` and
+/// `MixtureSampler` derive from it (CRTP); `DistributedSampler` drives its epochs alike.
 ///
 ///     cs::RandomSampler sampler({.chunk_size = 64, .preload_nchunks = 8, .batch_size = 128});
 ///     sampler.set_epoch(3);                                  // as PyTorch's set_epoch
-///     std::int64_t steps = sampler.n_batches(n_obs);         // what the next sample() yields
-///     for (const cs::LoadRequest& request : sampler.sample(n_obs)) { /* epoch 3 */ }
-///     cs::SamplerState state = sampler.state(steps);          // the point after those batches
+///     cs::Epoch epoch = sampler.sample(n_obs);               // epoch 3, checked here
+///     std::int64_t steps = epoch.n_batches();
+///     for (const cs::LoadRequest& request : epoch) { /* train */ }
+///     cs::SamplerState state = epoch.state(steps);           // the point after those batches
 ///
 /// `Derived` provides `name`, `plan(n_obs, epoch)` returning a `Plan` (validating first) and
 /// `fingerprint()`.
 template <class Derived, EpochPlan Plan>
-class SamplerBase {
+class SamplerBase : public EpochDriver<Derived, Plan> {
  public:
-  /// The plan of one epoch (`plan()` returns it).
-  using plan_type = Plan;
-  /// The range `sample()` returns.
-  using range_type = Epoch<Plan>;
-
   /// The random stream every draw comes from.
   [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
-  /// The epoch the next `sample()` plays.
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return cursor_.next(); }
-  /// Pins the next `sample()` to epoch `epoch` (from its start); later calls go on from there.
-  void set_epoch(std::uint64_t epoch) noexcept { cursor_.set(epoch); }
 
-  /// Batches one epoch over `n_obs` observations yields (a worker's share, with a `WorkerInfo`),
-  /// counted from the epoch's start: while a restore is pending, the restored epoch's, which the
-  /// next `sample()` yields less the state's `batches_done`. Throws where `sample()` would.
-  [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return prepare(n_obs, worker).share_batches();
-  }
-  /// Batches the next `sample(n_obs, worker)` yields: `n_batches` less a pending restore's
-  /// `batches_done`. Throws where `sample()` would.
-  [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, const WorkerInfo& worker = {}) const {
-    return prepare(n_obs, worker).n_batches();
-  }
+ protected:
+  explicit SamplerBase(std::uint64_t seed) : rng_(seed) {}
 
-  /// The requests of epoch `epoch()` over `n_obs` observations (worker `worker`'s share of
-  /// them: requests `id, id + num_workers, ...`), from a restored point if one is pending; then
-  /// moves to the next epoch. Validates first: throws before anything is yielded.
-  [[nodiscard]] range_type sample(std::int64_t n_obs, const WorkerInfo& worker = {}) {
-    range_type range = prepare(n_obs, worker);
-    cursor_.start(worker, n_obs);
-    return range;
-  }
+  Rng rng_;
 
-  /// The point after the first `batches_done` batches of the current epoch (the one the last
-  /// `sample()` played, counted from its start, or the next if none has since
-  /// `set_epoch`/`restore`); of the worker's share when sampled with a `WorkerInfo`.
-  [[nodiscard]] SamplerState state(std::int64_t batches_done) const {
-    detail::check_state_point(Derived::name, cursor_.n_obs(), batches_done);
-    return detail::StateAccess::make({.fingerprint = self().fingerprint(),
-                                      .seed = rng_.seed(),
-                                      .epoch = cursor_.current(),
-                                      .n_obs = cursor_.n_obs(),
-                                      .batches_done = batches_done,
-                                      .world_size = 1,
-                                      .plan_world_size = 1,
-                                      .num_workers = cursor_.worker().num_workers,
-                                      .worker = cursor_.worker().id,
-                                      .runs = std::nullopt,
-                                      .dealt_at = 0});
-  }
+ private:
+  friend class EpochDriver<Derived, Plan>;
 
-  /// Makes the next `sample()` continue exactly after `state`: its remaining batches equal those
-  /// of the uninterrupted epoch. Throws `StateMismatchError` for a state of another
-  /// configuration or seed, or of a distributed sampler; the next `sample()` throws it for
-  /// another `n_obs` or worker than the state's.
-  void restore(const SamplerState& state) {
+  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  // The layout policy of a sampler read whole: one reader, every batch of the plan.
+  [[nodiscard]] std::uint64_t seed() const noexcept { return rng_.seed(); }
+  [[nodiscard]] static constexpr std::int64_t readers() noexcept { return 1; }
+  [[nodiscard]] static constexpr bool redeals(const detail::StateFields&, const WorkerInfo&) noexcept { return false; }
+  void check_restore(const SamplerState& state) const {
     detail::check_state_of(Derived::name, state, self().fingerprint(), rng_.seed());
     const detail::StateFields& f = detail::StateAccess::fields(state);
     if (f.world_size != 1 || f.plan_world_size != 1 || f.runs)
       detail::throw_state_mismatch(
           "{}: restore: the state is of a distributed sampler (world_size {}); restore it into one", Derived::name,
           f.world_size);
-    cursor_.restore(state);
   }
-
- protected:
-  explicit SamplerBase(std::uint64_t seed) : rng_(seed) {}
-
-  Rng rng_;
-  detail::EpochCursor cursor_;
-
- private:
-  [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
-
-  // The range the next sample(n_obs, worker) returns, checked, without moving the cursor.
-  [[nodiscard]] range_type prepare(std::int64_t n_obs, const WorkerInfo& worker) const {
-    detail::check_worker(worker);
-    Plan epoch_plan = self().plan(n_obs, cursor_.next());
-    const std::int64_t total = epoch_plan.n_batches();
-    const std::int64_t skip = cursor_.resume_point(worker, n_obs);
-    range_type range(std::move(epoch_plan), {{0, total}}, worker, skip);
-    detail::check_skip(skip, range.share_batches());
-    return range;
+  [[nodiscard]] EpochLayout<Plan> lay_out(std::int64_t n_obs, std::uint64_t epoch, const detail::StateFields*,
+                                          bool) const {
+    Plan plan = self().plan(n_obs, epoch);
+    const std::int64_t total = plan.n_batches();
+    return {.plan = std::move(plan), .runs = {{0, total}}, .dealt = std::nullopt, .dealt_at = 0, .plan_world_size = 1};
   }
 };
 

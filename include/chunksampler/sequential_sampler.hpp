@@ -3,8 +3,9 @@
 
 // SequentialSampler's members: its constructor and those declared below, and those of its bases in
 // <chunksampler/sampler_base.hpp>: the settings, `validate`, `plan`, `epoch_size`, `with_shard`
-// and `fingerprint` of `ChunkSamplerBase`; `sample`, `n_batches`, `n_batches_left`, `epoch`,
-// `set_epoch`, `state`, `restore` and `rng` of `SamplerBase`.
+// and `fingerprint` of `ChunkSamplerBase`; `rng` of `SamplerBase`; and `sample`, `n_batches`,
+// `n_batches_left`, `epoch`, `set_epoch`, `state` and `restore` of `EpochDriver`
+// (<chunksampler/epoch_driver.hpp>).
 
 #include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>

@@ -156,12 +156,12 @@ class BatchRequest {
   std::int64_t batch_;
 };
 
-/// What `adapt` takes: a sampler with epochs and exact resume (every chunksampler sampler, and
-/// `DistributedSampler` of any of them).
+/// What `adapt` takes: a sampler with epochs and exact resume, whose epochs know where they begin
+/// (every chunksampler sampler, and `DistributedSampler` of any of them).
 template <class S>
 concept AdaptableSampler = Sampler<S> && HasEpochs<S> && std::copy_constructible<S> &&
                            requires(S& s, const S& cs, std::int64_t n, const SamplerState& state) {
-                             { cs.n_batches_left(n) } -> std::convertible_to<std::int64_t>;
+                             { s.sample(n).batches_before() } -> std::convertible_to<std::int64_t>;
                              { cs.state(n) } -> std::same_as<SamplerState>;
                              s.restore(state);
                            };
@@ -215,11 +215,10 @@ class SamplerAdapter final : public ::torch::data::samplers::Sampler<BatchReques
       s.n_obs = n_obs;
     }
     s.range.reset();
-    const std::int64_t skip = s.sampler.n_batches(s.n_obs) - s.sampler.n_batches_left(s.n_obs);
     s.range.emplace(s.sampler.sample(s.n_obs));
     s.it = s.range->begin();
     s.request.reset();
-    s.batches_done = skip;
+    s.batches_done = s.range->batches_before();
     s.pending.reset();
   }
 

@@ -113,6 +113,10 @@ class Source {
   // Called without the GIL.
   virtual const cs::LoadRequest* advance() = 0;
   [[nodiscard]] virtual std::int64_t n_batches() const noexcept = 0;
+  // The epoch's batches before the first this source yields (a restored point's).
+  [[nodiscard]] virtual std::int64_t batches_before() const noexcept = 0;
+  // The state text after `yielded` of the batches this source yields.
+  [[nodiscard]] virtual std::string state(std::int64_t yielded) const = 0;
 };
 
 template <class Range>
@@ -126,6 +130,8 @@ class EpochSource final : public Source {
     return *it_ == std::default_sentinel ? nullptr : &**it_;
   }
   [[nodiscard]] std::int64_t n_batches() const noexcept override { return range_.n_batches(); }
+  [[nodiscard]] std::int64_t batches_before() const noexcept override { return range_.batches_before(); }
+  [[nodiscard]] std::string state(std::int64_t yielded) const override { return range_.state(yielded).to_string(); }
 
  private:
   Range range_;  // never moved once iterated: the source lives on the heap
@@ -141,6 +147,13 @@ class EpochIterator {
       : source_(std::move(source)), progress_(std::move(progress)) {}
 
   [[nodiscard]] std::int64_t n_batches() const noexcept { return source_->n_batches(); }
+  [[nodiscard]] std::int64_t batches_before() const noexcept { return source_->batches_before(); }
+  // The state after `yielded` of this iterator's batches. Refused while another thread is inside
+  // next(), which moves the epoch the state is read from.
+  [[nodiscard]] std::string state(std::int64_t yielded) const {
+    if (busy_) throw nb::value_error("chunksampler: this sample() iterator is already executing");
+    return source_->state(yielded);
+  }
 
   // Ends the iteration, as a generator's close() does: later next() calls raise StopIteration.
   void close() {
@@ -303,11 +316,11 @@ class Sampler {
     return std::visit(
         [&](auto& s) {
           const cs::WorkerInfo info = worker_of(worker, num_workers);
-          // Counted from the epoch's start: a pending restore's batches are already behind us.
-          const std::int64_t whole = s.n_batches(n_obs, info);
           auto range = s.sample(n_obs, info);
+          // Counted from the epoch's start: a pending restore's batches are already behind us.
+          const std::int64_t before = range.batches_before();
           progress_ = std::make_shared<Progress>(
-              Progress{.since = Progress::Since::sample, .batches_done = whole - range.n_batches(), .whole = whole});
+              Progress{.since = Progress::Since::sample, .batches_done = before, .whole = before + range.n_batches()});
           std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
           return Iterator(std::move(source), progress_);
         },
@@ -345,6 +358,11 @@ class Sampler {
   // The batches of the requests the last sample()'s iterator has yielded, counted from the
   // epoch's start (what state() records without an argument).
   [[nodiscard]] std::int64_t batches_yielded() const noexcept { return progress_->batches_done; }
+  // The state text where the next sample() begins: a pending restore's point, else the start of
+  // the next epoch.
+  [[nodiscard]] std::string next_state() const {
+    return std::visit([](const auto& s) { return s.next_state().to_string(); }, sampler_);
+  }
   // "start" (no sample() since construction, set_epoch or restore), "restore", "sample" (the last
   // sample()'s iterator has batches left) or "end" (it has yielded them all: the next sample()
   // plays the next epoch from its start, as after "start").
@@ -399,7 +417,7 @@ void translate(const std::exception_ptr& p, void*) {
     raise_as("StateError", e.what());
   } catch (const cs::FragmentedSplitError& e) {
     const cs::SplitReport& r = e.report();
-    nb::object report = nb::module_::import_("chunksampler._split")
+    nb::object report = nb::module_::import_("chunksampler._types")
                             .attr("SplitReport")(r.runs, r.rows, r.short_runs, r.short_rows, r.short_share);
     nb::object cls = nb::module_::import_("chunksampler._errors").attr("FragmentedSplitError");
     nb::object error = cls(e.what(), report, nb::cast(e.columns()));
@@ -521,7 +539,11 @@ void def_iterator(nb::module_& m, const char* name, const char* doc) {
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &Iterator::next)
       .def("close", &Iterator::close, "Ends the iteration, as a generator's close(): later next() calls stop.")
-      .def_prop_ro("n_batches", &Iterator::n_batches, "Batches the iterator yields in all.");
+      .def_prop_ro("n_batches", &Iterator::n_batches, "Batches the iterator yields in all.")
+      .def_prop_ro("batches_before", &Iterator::batches_before,
+                   "The epoch's batches before the first this iterator yields (a restored point's).")
+      .def("state", &Iterator::state, nb::arg("yielded"),
+           "The state text after `yielded` of this iterator's batches (0 <= yielded <= n_batches).");
 }
 
 }  // namespace
@@ -562,6 +584,8 @@ NB_MODULE(_chunksampler, m) {
       .def("state", &Sampler::state, nb::arg("batches_done").none(),
            "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
       .def("restore", &Sampler::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
+      .def("next_state", &Sampler::next_state,
+           "The state text where the next sample() begins: a pending restore's, else the next epoch's start.")
       .def_prop_ro("since", &Sampler::since,
                    "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
       .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
@@ -708,6 +732,22 @@ NB_MODULE(_chunksampler, m) {
       },
       nb::arg("sampler"), nb::arg("rank"), nb::arg("world_size"), nb::arg("enforce_equal_batches"), nb::arg("mode"),
       nb::arg("remainder"), "A C++ DistributedSampler wrapping a copy of `sampler`.");
+  m.def(
+      "state_fields",
+      [](const std::string& text) {
+        const cs::SamplerState state = cs::SamplerState::parse(text);
+        nb::dict fields;
+        fields["fingerprint"] = state.fingerprint();
+        fields["seed"] = state.seed();
+        fields["epoch"] = state.epoch();
+        fields["n_obs"] = state.n_obs();
+        fields["batches_done"] = state.batches_done();
+        fields["world_size"] = state.world_size();
+        fields["num_workers"] = state.num_workers();
+        fields["worker"] = state.worker();
+        return fields;
+      },
+      nb::arg("text"), "The fields of a state text, read by cs::SamplerState::parse (StateFormatError if not one).");
   m.def("split_mask", &split_mask, nb::arg("columns"), nb::arg("select"), nb::arg("one_column"), nb::arg("chunk_size"),
         nb::arg("max_short_share").none(),
         "cs::split_mask: ([(start, stop), ...], (runs, rows, short_runs, short_rows, short_share)) of the rows "
