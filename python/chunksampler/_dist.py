@@ -26,7 +26,7 @@ def torch_job() -> tuple[int, int] | None:
 def _torch() -> tuple[int, int]:
     job = torch_job()
     if job is None:
-        raise RuntimeError(
+        raise DistEnvironmentError(
             "torch.distributed is not initialized; call torch.distributed.init_process_group() before "
             "creating a DistributedSampler with dist_info='torch'"
         )
@@ -117,7 +117,7 @@ def resolve_dist_info(dist_info: DistInfo) -> tuple[int, int]:
     """
     if isinstance(dist_info, str):
         if dist_info not in _BACKENDS:
-            raise ValueError(f"Unknown dist_info {dist_info!r}: it must be one of {sorted(_BACKENDS)} or a callable")
+            raise ConfigError(f"Unknown dist_info {dist_info!r}: it must be one of {sorted(_BACKENDS)} or a callable")
         result = _BACKENDS[dist_info]()
     elif callable(dist_info):
         result = dist_info()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._split import SplitReport
+    from ._types import SplitReport
 
 __all__ = [
     "ConfigError",

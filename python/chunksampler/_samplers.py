@@ -31,7 +31,7 @@ from ._convert import (
     worker_from,
 )
 from ._dist import DistInfo, resolve_dist_info
-from ._errors import ConfigError
+from ._errors import ConfigError, StateFormatError
 from ._types import LoadRequest, RequestArrays, SamplerStateDict
 
 __all__ = [
@@ -72,24 +72,18 @@ def _worker(worker: object) -> tuple[int, int]:
     return worker_from(worker)
 
 
-def _fields(text: str) -> dict[str, str]:
-    """The ``name=value`` fields of a state text (after its version word)."""
-    return dict(field.split("=", 1) for field in text.split()[1:] if "=" in field)
-
-
 def _state_dict(text: str) -> SamplerStateDict:
-    fields = _fields(text)
-    return {"state": text, "epoch": int(fields["epoch"]), "batches_done": int(fields["batches_done"])}
+    fields = _chunksampler.state_fields(text)
+    return {"state": text, "epoch": fields["epoch"], "batches_done": fields["batches_done"]}
 
 
 def _state_seed(text: str) -> int | None:
-    """The seed a state text records, or None where the text is not readable as one (restore()
-    then says why)."""
+    """The seed a state text records, or None where the text is not a state (restore() then says
+    why)."""
     try:
-        seed = int(_fields(text)["seed"])
-    except (KeyError, ValueError):
+        return int(_chunksampler.state_fields(text)["seed"])
+    except StateFormatError:
         return None
-    return seed if 0 <= seed < 2**64 else None
 
 
 class _Progress:
@@ -169,6 +163,18 @@ class _Requests:
         """Batches the iterator yields in all."""
         return self._inner.n_batches
 
+    @property
+    def batches_before(self) -> int:
+        """The epoch's batches before the first this iterator yields: 0 for an epoch begun afresh,
+        the restored ``batches_done`` after ``load_state_dict``."""
+        return self._inner.batches_before
+
+    def state_dict(self, yielded: int) -> SamplerStateDict:
+        """The state after ``yielded`` of this iterator's batches (``0 <= yielded <= n_batches``),
+        whatever the sampler has done since: ``{"state": text, "epoch": ..., "batches_done": ...}``,
+        ``batches_done`` counted from the epoch's start."""
+        return _state_dict(self._inner.state(index("yielded", yielded)))
+
 
 class _Sampler:
     """What every sampler offers: annbatch's ``sample``/``n_batches``/``validate`` and properties,
@@ -229,6 +235,10 @@ class _Sampler:
         splits are int64 views into one positions array per request, which stays valid after the
         iterator moves on. ``worker=(i, k)`` yields worker ``i`` of ``k``'s share (requests ``i, i + k,
         ...``); by default, inside a ``torch.utils.data.DataLoader`` worker, that worker's share.
+
+        The iterator knows where it stands in its epoch: ``n_batches`` (the batches it yields),
+        ``batches_before`` (the epoch's batches before its first: a restored point's) and
+        ``state_dict(k)`` (the state after ``k`` of its batches).
         """
         worker_id, num_workers = _worker(worker)
         inner = self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
@@ -240,7 +250,8 @@ class _Sampler:
         chunk or batch: ``(starts, stops, positions, offsets)``. Chunk ``c`` is ``[starts[c], stops[c])``;
         batch ``b`` is ``positions[offsets[b]:offsets[b + 1]]``, positions into the buffer the chunks
         make in order. The arrays view the sampler's own buffers: they are valid until the next
-        request (``.copy()`` what you keep)."""
+        request (``.copy()`` what you keep). The iterator has ``n_batches``, ``batches_before`` and
+        ``state(k)`` (the state text after ``k`` of its batches)."""
         worker_id, num_workers = _worker(worker)
         requests = self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
         self._progress = None

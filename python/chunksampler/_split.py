@@ -8,7 +8,6 @@ int32: viewed, not copied) and scanned with the GIL released; every rule and num
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,33 +15,12 @@ import numpy as np
 
 from . import _chunksampler
 from ._convert import index, mask_from, real
+from ._types import SplitReport
 
 __all__ = ["SplitReport", "check_disjoint", "split_mask"]
 
 _CODE_TYPES = (np.int8, np.int16, np.int32, np.int64)
 _INT64 = np.iinfo(np.int64)
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitReport:
-    """How well a selection of rows follows the order on disk (C++ ``chunksampler::SplitReport``):
-    what ``split_mask`` returns beside the mask, and what ``FragmentedSplitError.report`` holds.
-
-    Runs are maximal: adjacent selected rows of different keys form one run, as the mask merges
-    adjacent ranges. A run shorter than ``chunk_size`` is read as short chunks: the larger
-    ``short_share``, the more of the epoch's reads are short.
-    """
-
-    runs: int
-    """Maximal runs of selected rows: the mask's ranges."""
-    rows: int
-    """Rows selected."""
-    short_runs: int
-    """Runs shorter than ``chunk_size``."""
-    short_rows: int
-    """Rows in those runs."""
-    short_share: float
-    """``short_rows / rows``."""
 
 
 def split_mask(

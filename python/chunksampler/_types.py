@@ -1,12 +1,14 @@
-"""The shape of what the samplers yield: annbatch's ``LoadRequest``."""
+"""The plain data types of the package (what the samplers yield, annbatch's ``LoadRequest``; a
+split's report), which depend on nothing else of it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple, TypedDict
 
 import numpy as np
 
-__all__ = ["LoadRequest", "RequestArrays", "SamplerStateDict"]
+__all__ = ["LoadRequest", "RequestArrays", "SamplerStateDict", "SplitReport"]
 
 
 class LoadRequest(TypedDict):
@@ -42,3 +44,25 @@ class SamplerStateDict(TypedDict):
     state: str
     epoch: int
     batches_done: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitReport:
+    """How well a selection of rows follows the order on disk (C++ ``chunksampler::SplitReport``):
+    what ``split_mask`` returns beside the mask, and what ``FragmentedSplitError.report`` holds.
+
+    Runs are maximal: adjacent selected rows of different keys form one run, as the mask merges
+    adjacent ranges. A run shorter than ``chunk_size`` is read as short chunks: the larger
+    ``short_share``, the more of the epoch's reads are short.
+    """
+
+    runs: int
+    """Maximal runs of selected rows: the mask's ranges."""
+    rows: int
+    """Rows selected."""
+    short_runs: int
+    """Runs shorter than ``chunk_size``."""
+    short_rows: int
+    """Rows in those runs."""
+    short_share: float
+    """``short_rows / rows``."""

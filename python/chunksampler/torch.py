@@ -27,6 +27,7 @@ from ._samplers import (
     RandomSampler,
     SequentialSampler,
     WeightedClassSampler,
+    _state_dict,
     _worker,
 )
 from ._types import RequestArrays, SamplerStateDict
@@ -153,10 +154,12 @@ class BatchSampler(torch.utils.data.BatchSampler):
         return self._sampler.epoch
 
     def __len__(self) -> int:
-        """Batches the next iteration yields: a whole epoch's, or after ``load_state_dict`` those the
-        restored epoch has left (so ``len(loader)`` is what the loader will yield). During an
-        iteration, the next one's."""
-        return self._sampler.n_batches_left(self._n_obs, worker=_worker(None))
+        """Batches of the epoch the next iteration plays, counted from the epoch's start: also after
+        ``load_state_dict``, when the iteration yields only the ``len() - batches_done`` the
+        restored epoch has left. The one meaning of ``len`` across chunksampler's loaders (as
+        ``ChunkDataLoader``'s and scvi's), since Lightning, Accelerate and the Hugging Face
+        Trainer count a resumed epoch from its start. During an iteration, the next one's."""
+        return self._sampler.n_batches(self._n_obs, worker=_worker(None))
 
     def __iter__(self) -> Iterator[list[int]]:
         """Plays the sampler's next epoch (from a restored point if one is pending) and yields its
@@ -170,10 +173,9 @@ class BatchSampler(torch.utils.data.BatchSampler):
 
     def _play(self, ticket: int) -> Iterator[list[int]]:
         worker = _worker(None)  # the DataLoader worker this process is, else the whole rank
-        whole = self._sampler.n_batches(self._n_obs, worker=worker)
-        left = self._sampler.n_batches_left(self._n_obs, worker=worker)
         requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
-        self._iteration = iteration = _Iteration(whole - left, left, ticket)
+        # The epoch knows where it begins (after a restore, at the restored point).
+        self._iteration = iteration = _Iteration(requests.batches_before, requests.n_batches, ticket)
         yield from self._batches(requests, iteration)
         iteration.ended = True
 
@@ -202,12 +204,10 @@ class BatchSampler(torch.utils.data.BatchSampler):
 
     def _next_state(self) -> SamplerStateDict:
         """The state where the next iteration begins: a pending restore's point, else the start of the
-        epoch the sampler plays next (read from a fresh copy, so the sampler is left as it is)."""
+        epoch the sampler plays next."""
         if self._iteration is None:
             return self._sampler.state_dict()
-        fresh = self._sampler._copy()
-        fresh.set_epoch(self._sampler.epoch)
-        return fresh.state_dict()
+        return _state_dict(self._sampler._impl.next_state())
 
     @staticmethod
     def _batches(requests: Iterator[RequestArrays], iteration: _Iteration) -> Iterator[list[int]]:
@@ -284,8 +284,8 @@ class BatchSampler(torch.utils.data.BatchSampler):
 
     def load_state_dict(self, state_dict: SamplerStateDict) -> None:
         """Makes the next iteration continue exactly after ``state_dict`` (from ``state_dict()`` of a
-        BatchSampler, or a sampler, of the same configuration and seed); ``len()`` is then the
-        batches it has left."""
+        BatchSampler, or a sampler, of the same configuration and seed); ``len()`` stays the
+        whole epoch's count."""
         self._sampler.load_state_dict(state_dict)
         self._iteration = None
 

@@ -29,7 +29,8 @@ def test_torch_backend_needs_an_initialized_process_group():
     torch_distributed = pytest.importorskip("torch.distributed")
     assert not torch_distributed.is_initialized()
     base = cs.SequentialSampler(chunk_size=10, preload_nchunks=1, batch_size=5)
-    with pytest.raises(RuntimeError, match="torch.distributed is not initialized"):
+    # The environment is at fault, as with dist_info="env" outside a launcher: still a RuntimeError.
+    with pytest.raises(cs.DistEnvironmentError, match="torch.distributed is not initialized"):
         cs.DistributedSampler(base, dist_info="torch")
 
 

@@ -117,9 +117,10 @@ def test_bad_dist_info_raises_type_error(dist_info, expected):
         cs.DistributedSampler(base, dist_info=dist_info)
 
 
-def test_unknown_backend_and_options_are_value_errors():
+def test_unknown_backend_and_options_are_config_errors():
     base = cs.SequentialSampler(chunk_size=10, preload_nchunks=1, batch_size=5)
-    with pytest.raises(ValueError, match=r"Unknown dist_info 'mpi': it must be one of \['env', 'jax', 'torch'\] or a callable"):
+    # A ConfigError, as every other bad setting, and so a ValueError, as annbatch raises.
+    with pytest.raises(cs.ConfigError, match=r"Unknown dist_info 'mpi': it must be one of \['env', 'jax', 'torch'\] or a callable"):
         cs.DistributedSampler(base, dist_info="mpi")
     with pytest.raises(cs.ConfigError, match="mode"):
         cs.DistributedSampler(base, dist_info=lambda: (0, 1), mode="shuffled")

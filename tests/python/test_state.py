@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import epoch_batches, observations
 from hypothesis import HealthCheck, event, given, reject, settings
-from support import as_lists, configs, picks, servable
+from support import EVERY_KIND, EVERY_KIND_N_OBS, as_lists, configs, picks, servable
 
 import chunksampler as cs
 
@@ -214,3 +214,31 @@ def test_two_elastic_restarts_in_a_row_read_each_observation_exactly_once():
         sampler.load_state_dict(again)
         read.update(o for batch in epoch_batches(sampler, N_OBS) for o in batch.tolist())
     assert read == collections.Counter(range(3, 1000))
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_KIND))
+def test_a_sample_iterator_knows_its_position_in_the_epoch(name):
+    """The iterator sample() (and sample_arrays()) returns says where it begins in its epoch and
+    gives the state after any number of its batches: what a loader's own count needs, without
+    asking the sampler for the epoch's counts."""
+    config = EVERY_KIND[name]
+    sampler = config.make()
+    sampler.set_epoch(2)
+    requests = sampler.sample(EVERY_KIND_N_OBS)
+    whole = requests.n_batches
+    assert requests.batches_before == 0
+    for k in (0, 1, whole // 2, whole):
+        assert requests.state_dict(k) == sampler.state_dict(k)
+    with pytest.raises(cs.ConfigError, match=r"yielded \(%d\) must be in \[0, n_batches\(\)\]" % (whole + 1)):
+        requests.state_dict(whole + 1)
+    done = whole // 2
+    resumed = config.make()
+    resumed.load_state_dict(sampler.state_dict(done))
+    rest = resumed.sample_arrays(EVERY_KIND_N_OBS)
+    assert (rest.batches_before, rest.n_batches) == (done, whole - done)
+    assert rest.state(0) == sampler.state_dict(done)["state"]
+    later = whole - done
+    assert rest.state(later) == sampler.state_dict(whole)["state"]
+    # The iterator's states stay those of its epoch after the sampler has moved on.
+    resumed.set_epoch(7)
+    assert rest.state(later) == sampler.state_dict(whole)["state"]

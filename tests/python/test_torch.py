@@ -107,7 +107,9 @@ def test_ranks_batch_samplers_partition_an_epoch_like_their_samplers(config):
     assert len(seen) == len(set(seen)) and all(0 <= i < n_obs for i in seen)
 
 
-def test_len_is_what_the_next_iteration_yields_after_a_restore():
+def test_len_is_the_whole_epochs_also_after_a_restore():
+    # Lightning and the HF Trainer count a resumed epoch from its start: len() is that count, and
+    # the iteration yields the rest of it.
     for make in (random, lambda: distributed(0), lambda: distributed(1, mode="global")):
         whole = list(BatchSampler(make(), N_OBS))
         first = BatchSampler(make(), N_OBS)
@@ -116,9 +118,9 @@ def test_len_is_what_the_next_iteration_yields_after_a_restore():
             next(it)
         resumed = BatchSampler(make(), N_OBS)
         resumed.load_state_dict(first.state_dict())
-        assert len(resumed) == len(whole) - 3
+        assert len(resumed) == len(whole)
         assert list(resumed) == whole[3:]
-        assert len(resumed) == len(whole)  # the next epoch is whole again
+        assert len(resumed) == len(whole)
 
 
 @pytest.mark.parametrize("make", [random, lambda: distributed(2, mode="global")], ids=["random", "distributed-global"])
@@ -136,7 +138,7 @@ def test_state_after_every_batch_resumes_exactly_the_rest(make):
         resumed = BatchSampler(make(), N_OBS)
         resumed.load_state_dict(state)
         resumed.set_epoch(0)  # the usual call at the top of a resumed loop keeps the restore
-        assert len(resumed) == len(epoch0) - k
+        assert len(resumed) == len(epoch0)  # the epoch's count from its start, as trainers count it
         assert list(resumed) == epoch0[k:]
         assert list(resumed) == epoch1
 
@@ -201,7 +203,7 @@ def test_pickled_copy_continues_where_the_original_stands():
     for _ in range(7):  # inside the second request: the sampler alone would resume after it
         next(it)
     copy = pickle.loads(pickle.dumps(partway))
-    assert len(copy) == len(epoch0) - 7 and list(copy) == epoch0[7:]
+    assert len(copy) == len(epoch0) and list(copy) == epoch0[7:]
 
     done = BatchSampler(random(), N_OBS)
     list(done)
@@ -237,7 +239,8 @@ def test_a_prefetching_loader_resumes_from_the_loops_own_count():
     resumed = BatchSampler(random(), N_OBS)
     resumed.load_state_dict(state)
     loader = DataLoader(range(N_OBS), batch_sampler=resumed, num_workers=2)
-    assert len(loader) == len(whole) - 5
+    # len() is the epoch's, counted from its start, as Lightning and the HF Trainer count it.
+    assert len(loader) == len(resumed) == len(whole)
     assert [batch.tolist() for batch in loader] == whole[5:]
 
 
