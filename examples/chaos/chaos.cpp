@@ -100,7 +100,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   app.add_option("--mpirun", o.mpirun, "OpenMPI's launcher")->type_name("PROGRAM")->default_str(o.mpirun);
   app.add_option("--rank-program", o.rank_program, "the job's program (default: chaos_rank beside this one)")
       ->type_name("PATH");
-  cli.integer("--timeout", o.timeout_s, "seconds after which a launch has hung", std::int64_t{1});
+  cli.integer("--timeout", o.timeout_s,
+              "seconds in which no rank logs a batch and no checkpoint is saved\nafter which a launch has hung",
+              std::int64_t{1});
   app.add_flag("--require-elastic", o.require_elastic,
                "fail unless some restart re-dealt a partly trained epoch on 3 ranks and\nsome on 5");
   cli.choice("--break", o.broken, breaks,
@@ -280,7 +282,20 @@ bool play_round(const Options& o, std::int64_t index, std::uint64_t seed, Totals
                    std::string(chaos::phase_name(k.phase)), "--kill-delay-us", fmt::to_string(k.delay_us)});
     }
     const fs::path output = launch_dir / "mpirun.out";
-    const chaos::Exit exit = chaos::run_with_timeout(argv, output, std::chrono::seconds(o.timeout_s));
+    // The launch's progress: a batch logged by any rank, or a checkpoint saved. A launch is hung
+    // when neither happens for --timeout seconds, not when it is merely slow (a loaded disk).
+    const auto progress = [&launch_dir, &checkpoint, world = launch.world_size] {
+      std::string seen;
+      std::error_code error;
+      for (std::int64_t r = 0; r < world; ++r) {
+        const std::uintmax_t size = fs::file_size(chaos::log_path(launch_dir, r), error);
+        seen += fmt::format("{} ", error ? 0 : size);
+      }
+      const fs::file_time_type saved = fs::last_write_time(checkpoint, error);
+      seen += error ? std::string("-") : fmt::to_string(saved.time_since_epoch().count());
+      return seen;
+    };
+    const chaos::Exit exit = chaos::run_with_timeout(argv, output, std::chrono::seconds(o.timeout_s), progress);
     launch.completed = exit.success();
 
     // What the launch left: logs, a kill marker, the checkpoint (kept beside the logs).
@@ -308,6 +323,20 @@ bool play_round(const Options& o, std::int64_t index, std::uint64_t seed, Totals
     const std::string took = fmt::format("{:.1f} s", exit.seconds);
     if (exit.timed_out) {
       fmt::print("{}: FAIL: launch {} hung: {}\n{}", name, j, exit.describe(), tail(output, 20));
+      // What each process waited for (a rank in fsync, in MPI_Allreduce's sched_yield, ...) and
+      // how far each rank's log got, to tell a stalled disk from a deadlock.
+      for (const chaos::ProcessState& process : exit.processes) {
+        std::string who = process.name;
+        for (const std::optional<chaos::RankLog>& log : launch.logs)
+          if (log && log->pid == process.pid) {
+            const std::string last =
+                log->batches.empty()
+                    ? std::string("none")
+                    : fmt::format("epoch {} batch {}", log->batches.back().at.epoch, log->batches.back().at.index);
+            who = fmt::format("rank {} (last logged: {})", log->rank, last);
+          }
+        fmt::print("    pid {} {}: {}\n", process.pid, who, process.describe());
+      }
       ok = false;
     } else if (launch.completed && launch.killed_rank) {
       fmt::print("{}: FAIL: launch {} completed, yet rank {} says it was killed\n", name, j, *launch.killed_rank);
