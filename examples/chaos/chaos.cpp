@@ -65,6 +65,7 @@ struct Options {
   std::string mpirun = "mpirun";
   std::string rank_program;
   std::int64_t timeout_s = 60;
+  std::int64_t slow_saves_ms = 0;
   bool require_elastic = false;
   chaos::Break broken = chaos::Break::none;
 };
@@ -103,6 +104,11 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   cli.integer("--timeout", o.timeout_s,
               "seconds in which no rank logs a batch and no checkpoint is saved\nafter which a launch has hung",
               std::int64_t{1});
+  cli.integer("--slow-saves", o.slow_saves_ms,
+              "rank 0 waits MS before each save, as on a disk whose flushes take\nthat long under load: slower "
+              "launches, which are not hangs",
+              std::int64_t{0}, std::int64_t{600'000})
+      ->type_name("MS");
   app.add_flag("--require-elastic", o.require_elastic,
                "fail unless some restart re-dealt a partly trained epoch on 3 ranks and\nsome on 5");
   cli.choice("--break", o.broken, breaks,
@@ -275,6 +281,7 @@ bool play_round(const Options& o, std::int64_t index, std::uint64_t seed, Totals
     for (std::string& arg : chaos::job_arguments(job)) argv.push_back(std::move(arg));
     for (const std::string_view arg : {"--checkpoint", checkpoint.c_str(), "--log", launch_dir.c_str()})
       argv.emplace_back(arg);
+    if (o.slow_saves_ms > 0) argv.insert(argv.end(), {"--save-delay-ms", fmt::to_string(o.slow_saves_ms)});
     if (launch.kill) {
       const chaos::Kill& k = *launch.kill;
       argv.insert(argv.end(),

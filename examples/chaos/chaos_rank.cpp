@@ -19,6 +19,9 @@
 //   ls run1                         # rank-0.log ... rank-3.log, killed-rank-2.txt
 //   mpirun -np 3 ./chaos_rank --mode global --checkpoint job.ckpt --log run2   # resumes on 3 ranks
 //
+// --save-delay-ms M makes rank 0 wait M ms before each save, as on a disk whose flushes take that
+// long under load (ctest chaos.slow_saves: a slow launch is not a hung one).
+//
 // (as root: mpirun --allow-run-as-root). Exit status: 0 the job finished, 1 it failed, 2 a bad
 // argument.
 
@@ -69,6 +72,7 @@ struct Options {
   std::int64_t kill_step = 0;
   chaos::Phase kill_phase = chaos::Phase::before_log;
   std::int64_t kill_delay_us = 0;
+  std::int64_t save_delay_ms = 0;
 };
 
 std::optional<Options> parse_options(int argc, const char* const* argv, bool speaks) {
@@ -96,6 +100,8 @@ std::optional<Options> parse_options(int argc, const char* const* argv, bool spe
   cli.choice("--kill-phase", o.kill_phase, chaos::phases, "... at this point of the step")->needs(rank);
   cli.integer("--kill-delay-us", o.kill_delay_us, "timed: microseconds after step T begins", std::int64_t{0})
       ->needs(rank);
+  cli.integer("--save-delay-ms", o.save_delay_ms,
+              "rank 0 waits this long before each save, as on a disk whose flushes are slow", std::int64_t{0});
   if (!cli.parse(argc, argv, speaks)) return std::nullopt;
   if (o.kill_rank && chaos::saves(o.kill_phase) && *o.kill_rank != 0)
     bad_argument("--kill-phase {}: only rank 0 saves checkpoints (--kill-rank is {})", phase_name(o.kill_phase),
@@ -244,6 +250,7 @@ int train(const Options& o) {
         killer.at(step, chaos::Phase::after_step, at);
         if (info.rank == 0 && (done % job.every == 0 || done == epoch_batches)) {
           killer.at(step, chaos::Phase::before_save, at);
+          if (o.save_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.save_delay_ms));
           cs::save_state(o.checkpoint, sampler.state(done));
           killer.at(step, chaos::Phase::after_save, at);
         }
