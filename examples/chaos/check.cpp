@@ -116,6 +116,7 @@ struct Part {
   std::size_t launch = 0;
   std::int64_t world_size = 0;
   std::vector<std::vector<LoggedBatch>> ranks;
+  std::int64_t resumed_at = -1;  ///< where a launch that committed none of the epoch resumed inside it
 };
 
 Position position_of(const std::optional<cs::SamplerState>& state) {
@@ -279,6 +280,19 @@ RoundReport check_round(const Job& job, const std::vector<Launch>& launches, Bre
       if (end != after || after.epoch + 1 != job.epochs)
         f.fail("launch {}: the job ended at {} but its last checkpoint is {}", j, text_of(after), text_of(end));
     }
+    // A launch that resumed inside an epoch and committed none of it still re-dealt it, when its
+    // world size differs: 3 unread batches on 4 ranks are all left out, and the launch goes on to
+    // the next epoch (or ends the job) without a batch of this one. That re-deal stands once the
+    // launch has completed or checkpointed a later epoch; killed before, the next launch resumes
+    // from the same checkpoint and deals again.
+    const bool moved_on = (last && launch.completed) || end.epoch > start.epoch;
+    if (launch.start && start.index > 0 && moved_on && !parts.contains(start.epoch)) {
+      Part& part = parts[start.epoch];
+      part.launch = j;
+      part.world_size = launch.world_size;
+      part.ranks.resize(lines.size());
+      part.resumed_at = start.index;
+    }
     for (auto& [epoch, part] : parts) chains[epoch].push_back(std::move(part));
     all_lines.push_back(std::move(lines));
   }
@@ -290,7 +304,8 @@ RoundReport check_round(const Job& job, const std::vector<Launch>& launches, Bre
     for (std::size_t j = 0; j + 1 < launches.size() && victim == nullptr; ++j)
       for (auto& [epoch, parts] : chains)
         for (Part& part : parts)
-          if (part.launch == j && launches[j].killed_rank) victim = &part;  // the last epoch it committed
+          if (part.launch == j && launches[j].killed_rank && part.resumed_at < 0)
+            victim = &part;  // the last epoch it committed
     if (victim == nullptr) f.fail("--break: no killed launch committed a batch in this round, so nothing breaks");
     else
       for (auto& rank : victim->ranks) {
@@ -339,7 +354,7 @@ RoundReport check_round(const Job& job, const std::vector<Launch>& launches, Bre
           f.fail("epoch {}: restarted from {} to {} ranks, which the library re-deals exactly only in global mode "
                  "with drop or rotate",
                  e, previous, part.world_size);
-        const std::int64_t at = firsts.front();
+        const std::int64_t at = firsts.front() >= 0 ? firsts.front() : part.resumed_at;
         const std::int64_t unread = pool - previous * (at - dealt_at);
         const Redeal redeal{.epoch = e,
                             .from = previous,
