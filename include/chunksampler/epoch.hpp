@@ -236,13 +236,13 @@ class Epoch {
   std::vector<BatchRun> runs_;
   WorkerInfo worker_;
   std::int64_t skip_;
-  detail::StateFields stamp_;  // a state's fields in this epoch, but batches_done
   bool started_ = false;
   std::size_t run_ = 0;             // the run being read
   std::int64_t piece_ = 0;          // the piece of that run being read
   std::int64_t skip_in_piece_ = 0;  // batches of the first piece already consumed
   RequestBuffers buffers_;
   LoadRequest current_;
+  detail::StateFields stamp_;  // a state's fields in this epoch, but batches_done; last: read only for states
 };
 
 }  // namespace chunksampler
