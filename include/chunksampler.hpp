@@ -5,6 +5,7 @@
 /// data-parallel training. Include this for everything but `<chunksampler/mpi.hpp>`.
 
 #include <chunksampler/class_code.hpp>
+#include <chunksampler/class_options.hpp>
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>

@@ -40,18 +40,7 @@ struct Weighted {
   ClassConfig c;
   cs::Composition composition = cs::Composition::independent;
 
-  [[nodiscard]] cs::WeightedClassOptions options() const {
-    const cs::ClassOptions& o = c.options;
-    return {.chunk_size = o.chunk_size,
-            .preload_nchunks = o.preload_nchunks,
-            .batch_size = o.batch_size,
-            .drop_last = o.drop_last,
-            .mask = o.mask,
-            .seed = o.seed,
-            .num_samples = o.num_samples,
-            .class_weights = o.class_weights,
-            .composition = composition};
-  }
+  [[nodiscard]] cs::WeightedClassOptions options() const { return cs::weighted_options_of(c.options, composition); }
   [[nodiscard]] cs::WeightedClassSampler sampler() const { return {c.codes, options()}; }
   [[nodiscard]] std::string describe() const { return c.describe() + " " + composition_name(composition); }
 };

@@ -2,9 +2,9 @@
 
 Python: ``__all__`` of ``chunksampler``, ``chunksampler.torch``, ``chunksampler.lightning`` and
 ``chunksampler.scvi``. C++: every class, struct, enum and concept that a header of
-``include/chunksampler/`` (and ``detail/class_sampler_base.hpp``'s ``ClassOptions``) declares at
-namespace scope in ``chunksampler``, ``chunksampler::dist`` or ``chunksampler::torch`` — read from the
-headers themselves, not from Doxygen, so a name without a ``///`` comment is still found.
+``include/chunksampler/`` declares at namespace scope in ``chunksampler``, ``chunksampler::dist`` or
+``chunksampler::torch`` — read from the headers themselves, not from Doxygen, so a name without a
+``///`` comment is still found.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ def _header_names(path: Path) -> list[str]:
 def cpp_names() -> list[str]:
     """Fully qualified public C++ types and concepts (``chunksampler::RandomSampler``)."""
     headers = sorted((ROOT / "include" / "chunksampler").glob("*.hpp"))
-    headers.append(ROOT / "include" / "chunksampler" / "detail" / "class_sampler_base.hpp")
     names: list[str] = []
     for header in headers:
         names.extend(n for n in _header_names(header) if n not in names)

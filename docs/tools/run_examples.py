@@ -5,23 +5,21 @@ block on the same page runs in a fresh interpreter (the build's, with chunksampl
 empty temporary directory; what it prints must be the shown output, or the build warns at the
 block's line, which ``sphinx-build -W`` makes an error. So a tutorial whose code fails, or whose
 output drifted, fails the docs build (tests/python/test_readme.py checks the same blocks, and the
-README's, in the test environments).
+README's, in the test environments); page_blocks.py reads the blocks for both.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from page_blocks import block, blocks
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
-EXAMPLE = re.compile(r"<!-- python-example: ([\w.-]+) -->\n```python\n(.*?)```", re.S)
-OUTPUT = r"<!-- python-output: {} -->\n```text\n(.*?)```"
 TIMEOUT = 300  # seconds per example
 
 
@@ -36,10 +34,9 @@ def run_examples(app: Sphinx) -> None:
         if "generated" in page.parts or "_build" in page.parts:
             continue
         text = page.read_text()
-        for match in EXAMPLE.finditer(text):
-            name, code = match.group(1), match.group(2)
-            location = (str(page.relative_to(source).with_suffix("")), _line(text, match.start()))
-            shown = re.search(OUTPUT.format(re.escape(name)), text, re.S)
+        for name, code, offset in blocks(text, "python-example", "python"):
+            location = (str(page.relative_to(source).with_suffix("")), _line(text, offset))
+            shown = block(text, "python-output", "text", name)
             if shown is None:
                 logger.warning("python-example %r has no python-output block on its page", name, location=location)
                 continue
@@ -54,9 +51,9 @@ def run_examples(app: Sphinx) -> None:
             if done.returncode != 0:
                 logger.warning("python-example %r failed (exit %d):\n%s", name, done.returncode, done.stderr[-2000:],
                                location=location)
-            elif done.stdout != shown.group(1):
-                logger.warning("python-example %r printed\n%s\nwhere its page shows\n%s", name, done.stdout,
-                               shown.group(1), location=location)
+            elif done.stdout != shown:
+                logger.warning("python-example %r printed\n%s\nwhere its page shows\n%s", name, done.stdout, shown,
+                               location=location)
     logger.info("run_examples: %d Python examples ran", ran)
 
 

@@ -2,14 +2,15 @@
 #pragma once
 
 // ClassSampler's members: its constructor and `plan`, declared below; its options, `ClassOptions`,
-// and the members it shares with WeightedClassSampler, declared in `detail::ClassSamplerBase`,
-// in <chunksampler/detail/class_sampler_base.hpp>: `batch_size`, `chunk_size`, `preload_nchunks`,
-// `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
+// in <chunksampler/class_options.hpp>; the members it shares with WeightedClassSampler, declared in
+// `detail::ClassSamplerBase`, in <chunksampler/detail/class_sampler_base.hpp>: `batch_size`, `chunk_size`,
+// `preload_nchunks`, `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
 // `fingerprint`, `validate`, `epoch_size` and `with_shard`; `rng` of `SamplerBase`
 // (<chunksampler/sampler_base.hpp>); and `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state` and `restore` of `EpochDriver` (<chunksampler/epoch_driver.hpp>).
 
 #include <chunksampler/class_code.hpp>
+#include <chunksampler/class_options.hpp>
 #include <chunksampler/detail/class_plan.hpp>
 #include <chunksampler/detail/class_sampler_base.hpp>
 #include <chunksampler/detail/random.hpp>

@@ -2,7 +2,8 @@
 #pragma once
 
 // WeightedClassSampler's members: its constructor, `composition`, `fingerprint` and `plan`,
-// declared below; those it shares with ClassSampler, declared in `detail::ClassSamplerBase`
+// declared below (its options, `WeightedClassOptions` and `Composition`, are in
+// <chunksampler/class_options.hpp>); those it shares with ClassSampler, declared in `detail::ClassSamplerBase`
 // (<chunksampler/detail/class_sampler_base.hpp>): `batch_size`, `chunk_size`, `preload_nchunks`,
 // `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
 // `validate`, `epoch_size` and `with_shard`; `rng` of `SamplerBase`
@@ -10,6 +11,7 @@
 // `set_epoch`, `state` and `restore` of `EpochDriver` (<chunksampler/epoch_driver.hpp>).
 
 #include <chunksampler/class_code.hpp>
+#include <chunksampler/class_options.hpp>
 #include <chunksampler/detail/class_sampler_base.hpp>
 #include <chunksampler/detail/errors.hpp>
 #include <chunksampler/detail/random.hpp>
@@ -28,35 +30,6 @@
 #include <vector>
 
 namespace chunksampler {
-
-/// How `WeightedClassSampler` chooses the classes of a request's chunks.
-enum class Composition {
-  /// Each chunk draws its class by weight, independently (annbatch): a request matches the
-  /// weights in expectation, its counts spread binomially.
-  independent,
-  /// Each request's class counts are the weights times its chunks, rounded up or down, and the
-  /// epoch's counts too: every count within one chunk of the weights.
-  stratified,
-};
-
-/// Options of `WeightedClassSampler`: `ClassOptions`' fields, in annbatch's order, then
-/// `composition`; designated initializers read as keywords.
-struct WeightedClassOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
-  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1): a request's rows are shuffled together
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
-  std::optional<Ranges> mask =
-      std::nullopt;                   ///< observations to sample (one range or many); all of [0, n_obs) by default
-  std::uint64_t seed = default_seed;  ///< every random choice descends from it
-  /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
-  std::optional<std::int64_t> num_samples = std::nullopt;
-  /// One weight per class code `0..C-1` (finite, >= 0, one > 0; 0 excludes the class); empty:
-  /// every class alike.
-  std::vector<double> class_weights = {};
-  /// How a request's chunks get their classes; `independent` is annbatch's.
-  Composition composition = Composition::independent;
-};
 
 /// One epoch of `WeightedClassSampler` as an `EpochPlan` (what `plan()` returns).
 using WeightedClassPlan = detail::WeightedClassPlan;
@@ -98,7 +71,7 @@ class WeightedClassSampler : public detail::ClassSamplerBase<WeightedClassSample
   WeightedClassSampler(const Codes& codes, const WeightedClassOptions& options)
       : ClassSamplerBase(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes),
                                                                             std::ranges::size(codes)),
-                         config_of(options)),
+                         checked(options)),
         composition_(options.composition) {}
 
   /// How a request's chunks get their classes.
@@ -124,18 +97,11 @@ class WeightedClassSampler : public detail::ClassSamplerBase<WeightedClassSample
  private:
   // The options ClassSampler would take, after the composition is checked (first: the scan may be
   // long).
-  static ClassOptions config_of(const WeightedClassOptions& o) {
+  static ClassOptions checked(const WeightedClassOptions& o) {
     if (o.composition != Composition::independent && o.composition != Composition::stratified)
       detail::throw_config("{}: composition ({}) must be Composition::independent (0) or Composition::stratified (1)",
                            name, static_cast<std::underlying_type_t<Composition>>(o.composition));
-    return {.chunk_size = o.chunk_size,
-            .preload_nchunks = o.preload_nchunks,
-            .batch_size = o.batch_size,
-            .drop_last = o.drop_last,
-            .mask = o.mask,
-            .seed = o.seed,
-            .num_samples = o.num_samples,
-            .class_weights = o.class_weights};
+    return class_options_of(o);
   }
 
   Composition composition_;

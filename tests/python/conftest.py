@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -32,6 +31,9 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 SOURCE = Path(__file__).resolve().parents[2]
+# The pages' marked blocks are read by one module, which the docs build uses too.
+sys.path.insert(0, str(SOURCE / "docs" / "tools"))
+from page_blocks import block_pattern  # noqa: E402
 # The pages whose shown outputs the tests check: the README and the documentation site's sources.
 PAGES = [SOURCE / "README.md", *sorted((SOURCE / "docs").rglob("*.md"))]
 
@@ -39,8 +41,8 @@ PAGES = [SOURCE / "README.md", *sorted((SOURCE / "docs").rglob("*.md"))]
 def shown_block(kind: str, name: str, language: str) -> tuple[Path, str]:
     """The page holding the ``<!-- KIND: NAME -->`` fenced block of LANGUAGE, and the block's text.
     A name belongs to one page."""
-    pattern = re.compile(rf"<!-- {re.escape(kind)}: {re.escape(name)} -->\n```{language}\n(.*?)```", re.S)
-    found = [(page, m.group(1)) for page in PAGES for m in pattern.finditer(page.read_text())]
+    pattern = block_pattern(kind, language, name)
+    found = [(page, m.group(2)) for page in PAGES for m in pattern.finditer(page.read_text())]
     assert len(found) == 1, f"{len(found)} blocks <!-- {kind}: {name} --> in README.md and docs/, not one"
     return found[0]
 

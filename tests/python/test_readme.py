@@ -10,14 +10,14 @@ import re
 
 import pytest
 from conftest import PAGES, SOURCE, shown_block
+from page_blocks import blocks
 
-EXAMPLE = re.compile(r"<!-- python-example: ([\w.-]+) -->\n```python\n")
 # Packages an example may need that the Debian stage of the suite lacks; there the example skips.
 OPTIONAL = {"anndata", "torch", "torchdata", "lightning", "scvi", "jax", "annbatch", "h5py", "pandas"}
 
 
 def named_examples() -> list[str]:
-    return [name for page in PAGES for name in EXAMPLE.findall(page.read_text())]
+    return [name for page in PAGES for name, _, _ in blocks(page.read_text(), "python-example", "python")]
 
 
 def test_readme_python_example_runs():

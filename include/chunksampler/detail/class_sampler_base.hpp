@@ -3,10 +3,10 @@
 
 // What ClassSampler and WeightedClassSampler share: their settings, the checks of their options,
 // the one scan of the codes into runs, the clipping of those runs to a mask or shard, and the
-// members DistributedSampler needs; and `ClassOptions`, which ClassSampler takes and
-// WeightedClassSampler's options extend. They differ only in how an epoch's chunks are grouped into
-// classes and batches, which is their plan.
+// members DistributedSampler needs (their options are in <chunksampler/class_options.hpp>). They
+// differ only in how an epoch's chunks are grouped into classes and batches, which is their plan.
 
+#include <chunksampler/class_options.hpp>
 #include <chunksampler/detail/arith.hpp>
 #include <chunksampler/detail/checks.hpp>
 #include <chunksampler/detail/class_plan.hpp>
@@ -35,27 +35,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-namespace chunksampler {
-
-/// Options of `ClassSampler`, in annbatch's order; designated initializers read as keywords.
-/// `WeightedClassOptions` holds the same fields and its `composition`.
-struct ClassOptions {
-  std::int64_t chunk_size = 0;       ///< observations per chunk read (>= 1); also the least run length
-  std::int64_t preload_nchunks = 0;  ///< chunks per request (>= 1)
-  std::int64_t batch_size = 0;       ///< positions per batch; divides chunk_size * preload_nchunks
-  bool drop_last = false;            ///< drop the epoch's last, short batch
-  std::optional<Ranges> mask =
-      std::nullopt;                   ///< observations to sample (one range or many); all of [0, n_obs) by default
-  std::uint64_t seed = default_seed;  ///< every random choice descends from it
-  /// Positions per epoch (>= 1), drawn with replacement; required, as in annbatch.
-  std::optional<std::int64_t> num_samples = std::nullopt;
-  /// One weight per class code `0..C-1` (finite, >= 0, one > 0; 0 excludes the class); empty:
-  /// every class alike.
-  std::vector<double> class_weights = {};
-};
-
-}  // namespace chunksampler
 
 namespace chunksampler::detail {
 
