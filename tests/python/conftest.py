@@ -31,9 +31,9 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 
 SOURCE = Path(__file__).resolve().parents[2]
-# The pages' marked blocks are read by one module, which the docs build uses too.
+# The pages' marked blocks are read by one module, docs/tools/page_blocks.py, which the docs build
+# uses too (imported where used: test_require_stacks runs a copy of this file outside the tree).
 sys.path.insert(0, str(SOURCE / "docs" / "tools"))
-from page_blocks import block_pattern  # noqa: E402
 # The pages whose shown outputs the tests check: the README and the documentation site's sources.
 PAGES = [SOURCE / "README.md", *sorted((SOURCE / "docs").rglob("*.md"))]
 
@@ -41,6 +41,8 @@ PAGES = [SOURCE / "README.md", *sorted((SOURCE / "docs").rglob("*.md"))]
 def shown_block(kind: str, name: str, language: str) -> tuple[Path, str]:
     """The page holding the ``<!-- KIND: NAME -->`` fenced block of LANGUAGE, and the block's text.
     A name belongs to one page."""
+    from page_blocks import block_pattern
+
     pattern = block_pattern(kind, language, name)
     found = [(page, m.group(2)) for page in PAGES for m in pattern.finditer(page.read_text())]
     assert len(found) == 1, f"{len(found)} blocks <!-- {kind}: {name} --> in README.md and docs/, not one"
