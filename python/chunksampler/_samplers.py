@@ -269,6 +269,19 @@ class _Sampler:
         worker_id, num_workers = _worker(worker)
         return self._impl.n_batches_left(index("n_obs", n_obs), worker_id, num_workers)
 
+    def _next_state(self) -> SamplerStateDict:
+        """Where the next ``sample()`` begins: a pending restore's point, else the start of the epoch
+        it plays (what the framework integrations report before an iteration has handed anything out)."""
+        return _state_dict(self._impl.next_state())
+
+    @property
+    def _since(self) -> str:
+        """Where the sampler stands: ``"start"`` (no ``sample()`` since it was made, ``set_epoch`` or
+        ``load_state_dict``), ``"restore"`` (a ``load_state_dict`` waits for the next ``sample()``),
+        ``"sample"`` (the last ``sample()``'s iterator has batches left) or ``"end"`` (it has yielded
+        them all)."""
+        return str(self._impl.since)
+
     @property
     def restore_pending(self) -> bool:
         """Whether a ``load_state_dict()`` waits for the next ``sample()`` to continue its epoch."""

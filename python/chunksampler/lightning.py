@@ -240,7 +240,7 @@ class ChunkDataLoader:
         iteration = self._iteration
         # The sampler's own state where no epoch is half handed out: before any iteration, after
         # set_epoch (the sampler's, as Lightning calls it), or after the epoch's last batch.
-        if iteration is None or iteration.finished or self.sampler._impl.since == "start":
+        if iteration is None or iteration.finished or self.sampler._since == "start":
             return self.sampler.state_dict()
         return self._batch_sampler.state_dict(batches_done=iteration.yielded)
 

@@ -27,7 +27,6 @@ from ._samplers import (
     RandomSampler,
     SequentialSampler,
     WeightedClassSampler,
-    _state_dict,
     _worker,
 )
 from ._types import RequestArrays, SamplerStateDict
@@ -207,7 +206,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         epoch the sampler plays next."""
         if self._iteration is None:
             return self._sampler.state_dict()
-        return _state_dict(self._sampler._impl.next_state())
+        return self._sampler._next_state()
 
     @staticmethod
     def _batches(requests: Iterator[RequestArrays], iteration: _Iteration) -> Iterator[list[int]]:
