@@ -257,10 +257,10 @@ TEST_CASE("checkpoint: the file holds the documented header and then the state's
                                                                 .runs = std::vector<cs::BatchRun>{{1, 3}, {4, 6}},
                                                                 .dealt_at = 1});
   const std::string line =
-      "chunksampler-state/5 fingerprint=0123456789abcdef seed=42 epoch=3 n_obs=1000 batches_done=17 world_size=3 "
-      "num_workers=1 worker=0 plan_world_size=4 runs=1-3,4-6 dealt_at=1";
+      "chunksampler-state/6 fingerprint=0123456789abcdef order_generation=1 seed=42 epoch=3 n_obs=1000 batches_done=17 "
+      "world_size=3 num_workers=1 worker=0 plan_world_size=4 runs=1-3,4-6 dealt_at=1";
   REQUIRE(state.to_string() == line);
-  const std::string file = "chunksampler-checkpoint/1 bytes=171 crc32c=c2955ad3\n" + line + "\n";
+  const std::string file = "chunksampler-checkpoint/1 bytes=190 crc32c=0daad1fd\n" + line + "\n";
 
   const support::TempDir dir;
   cs::save_state(dir / "job.state", state);

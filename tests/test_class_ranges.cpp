@@ -579,6 +579,9 @@ TEST_CASE("ClassSampler: 10^5 ranges over 10^6 codes are clipped at once", "[cla
 
 TEST_CASE("ClassSampler's stream over many ranges is pinned", "[class][ranges]") {
   // Computed once from the implementation and stored (see test_class_sampler.cpp's pinned stream).
+  // The stored values are of generation 1 of its order: a change of them comes with a new
+  // order_generation (which refuses the states of the old order), and a new generation with new values.
+  STATIC_REQUIRE(cs::ClassSampler::order_generation == 1);
   cs::ClassSampler sampler(worked_codes, {.chunk_size = 5,
                                           .preload_nchunks = 2,
                                           .batch_size = 5,

@@ -460,6 +460,9 @@ TEST_CASE("ClassSampler validation names the parameter, its value and the rule",
 TEST_CASE("ClassSampler's random stream is pinned", "[class]") {
   // Computed once from the implementation and stored: a change here changes what every seed
   // produces on every platform. Change them only for a deliberate, documented change of streams.
+  // The stored values are of generation 1 of its order: a change of them comes with a new
+  // order_generation (which refuses the states of the old order), and a new generation with new values.
+  STATIC_REQUIRE(cs::ClassSampler::order_generation == 1);
   const Codes codes = runs_of({{0, 10}, {1, 20}, {2, 6}, {0, 10}});
   cs::ClassSampler sampler(codes, {.chunk_size = 5,
                                    .preload_nchunks = 2,

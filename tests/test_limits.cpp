@@ -410,10 +410,11 @@ TEST_CASE("epochs near 2^64 - 1: played, resumed, and wrapping to 0", "[limits]"
   REQUIRE(support::epoch(sampler, n_obs) == first);
   REQUIRE(first != played);
 
-  REQUIRE_INVALID(cs::SamplerState::parse(
-                      "chunksampler-state/5 fingerprint=0 seed=0 epoch=18446744073709551616 n_obs=any batches_done=0 "
-                      "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"),
-                  Contains("epoch") && Contains("18446744073709551616"));
+  REQUIRE_INVALID(
+      cs::SamplerState::parse(
+          "chunksampler-state/6 fingerprint=0 order_generation=1 seed=0 epoch=18446744073709551616 n_obs=any "
+          "batches_done=0 world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"),
+      Contains("epoch") && Contains("18446744073709551616"));
 }
 
 TEST_CASE("Feistel cycle-walking over 2^61 + 1 and 2^62 - 1 chunks", "[limits]") {

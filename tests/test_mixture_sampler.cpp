@@ -548,6 +548,9 @@ TEST_CASE("MixtureSampler validation names the parameter, its value and the rule
 TEST_CASE("MixtureSampler's random stream is pinned", "[mixture]") {
   // Computed once from the implementation and stored: they pin the streams (dataset order, chunk
   // order per pass, positions). Change them only for a deliberate, documented change.
+  // The stored values are of generation 1 of its order: a change of them comes with a new
+  // order_generation (which refuses the states of the old order), and a new generation with new values.
+  STATIC_REQUIRE(cs::MixtureSampler::order_generation == 1);
   cs::MixtureSampler mix({100, 50, 30},
                          {.chunk_size = 10, .preload_nchunks = 2, .batch_size = 5, .seed = 42, .weights = {2, 1, 1}});
   const Requests e0 = support::epoch(mix, 180);

@@ -5,12 +5,17 @@
 // n_batches_left() what the next sample() yields, and shard() names the restored epoch's window.
 // A sweep restores states into samplers that differ in exactly one setting: each is refused, but
 // for what the README allows (global mode: another world size, or workers reading a state taken
-// without them), which yields exactly the rest of the epoch.
+// without them), which yields exactly the rest of the epoch. A state records the generation of
+// its sampler's order: one of another generation is refused, and one written by chunksampler 0.3
+// (format 5, which had none) restores as generation 1.
 
+#include <chunksampler/class_sampler.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/mixture_sampler.hpp>
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/sampler_state.hpp>
+#include <chunksampler/sequential_sampler.hpp>
+#include <chunksampler/weighted_class_sampler.hpp>
 
 #include "harness.hpp"
 #include "support.hpp"
@@ -29,6 +34,8 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -529,6 +536,119 @@ TEST_CASE("a state at an epoch's start that no sample() began is read by any wor
       }
     }
   }
+}
+
+namespace {
+
+// One sampler of each kind, and the state text chunksampler 0.3 wrote for it (format 5, no
+// order_generation) after 3 batches of epoch 2; the texts were taken from that code and stored.
+template <class S>
+struct Legacy {
+  S sampler;
+  std::int64_t n_obs;
+  std::string_view text;
+};
+
+std::vector<std::int8_t> legacy_codes() {
+  std::vector<std::int8_t> codes(200);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::int8_t>((i / 20) % 3);
+  return codes;
+}
+
+const cs::RandomSampler legacy_random({.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 5});
+
+// Calls `check(legacy, name)` for each kind of sampler.
+template <class Check>
+void for_each_legacy(Check&& check) {
+  const std::vector<std::int8_t> codes = legacy_codes();
+  check(
+      Legacy<cs::RandomSampler>{
+          legacy_random, 100,
+          "chunksampler-state/5 fingerprint=7acc617fb46bb00f seed=5 epoch=2 n_obs=100 batches_done=3 "
+          "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"},
+      "RandomSampler");
+  check(
+      Legacy<cs::SequentialSampler>{
+          cs::SequentialSampler({.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6}), 100,
+          "chunksampler-state/5 fingerprint=92a16d8d1b0d40a6 seed=0 epoch=2 n_obs=100 batches_done=3 "
+          "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"},
+      "SequentialSampler");
+  check(
+      Legacy<cs::ClassSampler>{
+          cs::ClassSampler(codes,
+                           {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 5, .num_samples = 60}),
+          200,
+          "chunksampler-state/5 fingerprint=fa46b9734aec0377 seed=5 epoch=2 n_obs=200 batches_done=3 "
+          "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"},
+      "ClassSampler");
+  check(
+      Legacy<cs::WeightedClassSampler>{
+          cs::WeightedClassSampler(
+              codes, {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 5, .num_samples = 60}),
+          200,
+          "chunksampler-state/5 fingerprint=2cc50327418621d7 seed=5 epoch=2 n_obs=200 batches_done=3 "
+          "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"},
+      "WeightedClassSampler");
+  check(
+      Legacy<cs::MixtureSampler>{
+          cs::MixtureSampler({60, 40}, {.chunk_size = 4, .preload_nchunks = 3, .batch_size = 6, .seed = 5}), 100,
+          "chunksampler-state/5 fingerprint=da3f8fd59ed89a4b seed=5 epoch=2 n_obs=100 batches_done=3 "
+          "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0"},
+      "MixtureSampler");
+  // DistributedSampler deals its wrapped sampler's order: its states are of that generation.
+  check(Legacy<Dist>{Dist(legacy_random, cs::DistInfo{.rank = 1, .world_size = 3}, global), 100,
+                     "chunksampler-state/5 fingerprint=fdd701e4def3ec24 seed=5 epoch=2 n_obs=100 batches_done=3 "
+                     "world_size=3 num_workers=1 worker=0 plan_world_size=3 runs=all dealt_at=0"},
+        "RandomSampler");
+}
+
+}  // namespace
+
+TEST_CASE("a state of chunksampler 0.3 (format 5) restores where the order is of generation 1",
+          "[restore][generation]") {
+  for_each_legacy([](const auto& legacy, std::string_view order) {
+    using S = std::remove_cvref_t<decltype(legacy.sampler)>;
+    INFO(order << ": " << legacy.text);
+    const cs::SamplerState state = cs::SamplerState::parse(legacy.text);
+    CHECK(state.order_generation() == 1);
+    // The fingerprint is the configuration's alone, as 0.3 computed it: the state this version
+    // takes at that point is the same state.
+    S played = legacy.sampler;
+    played.set_epoch(2);
+    const support::Batches whole = support::observations(support::collect(played.sample(legacy.n_obs)));
+    CHECK(played.state(3) == state);
+    REQUIRE(whole.size() > 3);
+    S restored = legacy.sampler;
+    restored.restore(state);
+    CHECK(support::observations(support::collect(restored.sample(legacy.n_obs))) ==
+          support::Batches(whole.begin() + 3, whole.end()));
+  });
+}
+
+TEST_CASE("a state of another generation of the order is refused, naming the sampler and both generations",
+          "[restore][generation]") {
+  for_each_legacy([](const auto& legacy, std::string_view order) {
+    using S = std::remove_cvref_t<decltype(legacy.sampler)>;
+    INFO(order);
+    const cs::SamplerState current = cs::SamplerState::parse(legacy.text);
+    for (const std::uint32_t generation : {2U, 0xffffffffU}) {
+      const cs::SamplerState forged =
+          support::edited(current, [&](cs::detail::StateFields& f) { f.order_generation = generation; });
+      // the generation goes through the text and back
+      const std::string text = forged.to_string();
+      CHECK(text.find(fmt::format(" order_generation={} ", generation)) != std::string::npos);
+      CHECK(cs::SamplerState::parse(text) == forged);
+      CHECK(cs::SamplerState::parse(text).order_generation() == generation);
+
+      S sampler = legacy.sampler;
+      const std::string message = refusal([&] { sampler.restore(cs::SamplerState::parse(text)); });
+      INFO(message);
+      CHECK_THAT(message, Contains(fmt::format("written by generation {} of {}'s order", generation, order)));
+      CHECK_THAT(message, Contains("this version draws generation 1: take a new state"));
+      CHECK_THROWS_AS(sampler.restore(forged), cs::StateMismatchError);
+      CHECK(sampler.epoch() == 0);  // refused, not half-applied
+    }
+  });
 }
 
 }  // namespace test_restore_checks

@@ -82,6 +82,7 @@ std::uint64_t edgy_unsigned(support::ConfigRng& g) {
 cs::SamplerState random_state(support::ConfigRng& g) {
   cs::detail::StateFields s;
   s.fingerprint = edgy_unsigned(g);
+  s.order_generation = static_cast<std::uint32_t>(edgy(g, 1, std::int64_t{0xffffffff}));
   s.seed = edgy_unsigned(g);
   s.epoch = edgy_unsigned(g);
   if (g.between(0, 7) == 0) return cs::detail::StateAccess::make(s);  // n_obs=any: the start of an epoch, nothing more
@@ -111,6 +112,7 @@ cs::SamplerState random_state(support::ConfigRng& g) {
 // The fields of a valid state's text, each "name=value", after the header.
 struct Fields {
   std::vector<std::pair<std::string, std::string>> items = {{"fingerprint", "00000000000000ab"},
+                                                            {"order_generation", "1"},
                                                             {"seed", "7"},
                                                             {"epoch", "3"},
                                                             {"n_obs", "1000"},
@@ -121,7 +123,7 @@ struct Fields {
                                                             {"plan_world_size", "2"},
                                                             {"runs", "0-5,9-12"},
                                                             {"dealt_at", "4"}};
-  std::string header = "chunksampler-state/5";
+  std::string header = "chunksampler-state/6";
 
   [[nodiscard]] std::string text() const {
     std::string t = header;
@@ -150,22 +152,23 @@ TEST_CASE("SamplerState text: the documented format", "[state]") {
                                                                 .runs = std::vector<cs::BatchRun>{{0, 5}, {9, 12}},
                                                                 .dealt_at = 4});
   CHECK(state.to_string() == Fields{}.text());
-  CHECK(state.to_string() ==
-        "chunksampler-state/5 fingerprint=00000000000000ab seed=7 epoch=3 n_obs=1000 batches_done=12 world_size=4 "
-        "num_workers=3 worker=1 plan_world_size=2 runs=0-5,9-12 dealt_at=4");
+  CHECK(
+      state.to_string() ==
+      "chunksampler-state/6 fingerprint=00000000000000ab order_generation=1 seed=7 epoch=3 n_obs=1000 batches_done=12 "
+      "world_size=4 num_workers=3 worker=1 plan_world_size=2 runs=0-5,9-12 dealt_at=4");
   CHECK(cs::SamplerState::parse(Fields{}.text()) == state);
 
   const cs::SamplerState plain{};
   CHECK(plain.to_string() ==
-        "chunksampler-state/5 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
-        "num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0");
+        "chunksampler-state/6 fingerprint=0000000000000000 order_generation=1 seed=0 epoch=0 n_obs=any batches_done=0 "
+        "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=all dealt_at=0");
   CHECK(cs::SamplerState::parse(plain.to_string()) == plain);
 
   // every batch (runs=all) and no batch (runs=none) are different states
   const cs::SamplerState none = support::edited(plain, [](cs::detail::StateFields& f) { f.runs.emplace(); });
   CHECK(none.to_string() ==
-        "chunksampler-state/5 fingerprint=0000000000000000 seed=0 epoch=0 n_obs=any batches_done=0 world_size=1 "
-        "num_workers=1 worker=0 plan_world_size=1 runs=none dealt_at=0");
+        "chunksampler-state/6 fingerprint=0000000000000000 order_generation=1 seed=0 epoch=0 n_obs=any batches_done=0 "
+        "world_size=1 num_workers=1 worker=0 plan_world_size=1 runs=none dealt_at=0");
   CHECK(cs::SamplerState::parse(none.to_string()) == none);
   CHECK_FALSE(none == plain);
 }
@@ -176,6 +179,7 @@ TEST_CASE("SamplerState text round-trips for any valid state", "[state]") {
   int all_runs = 0;
   int no_runs = 0;
   int at_limits = 0;
+  int later_generations = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const cs::SamplerState state = random_state(g);
     const std::string text = state.to_string();
@@ -188,7 +192,9 @@ TEST_CASE("SamplerState text round-trips for any valid state", "[state]") {
     all_runs += support::fields(state).runs ? 0 : 1;
     no_runs += support::fields(state).runs && support::fields(state).runs->empty() ? 1 : 0;
     at_limits += state.batches_done() == max_size || state.seed() == ~std::uint64_t{0} ? 1 : 0;
+    later_generations += state.order_generation() > 1 ? 1 : 0;
   }
+  CHECK(later_generations > 1000);
   CHECK(with_runs > 1000);
   CHECK(all_runs > 300);
   CHECK(no_runs > 100);
@@ -229,8 +235,8 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
   SECTION("a bad number") {
     for (const std::string bad : {"", "abc", "12x", "1.5", "+1", "1e3", "0x1", "1-2"}) {
       INFO("value " << bad);
-      for (const char* name : {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers",
-                               "worker", "dealt_at"})
+      for (const char* name : {"order_generation", "seed", "epoch", "n_obs", "batches_done", "world_size",
+                               "plan_world_size", "num_workers", "worker", "dealt_at"})
         require_rejected(Fields(valid).set(name, bad).text(), name);
     }
     for (const std::string bad : {"", "xyz", "0x1f", "-1", "+1", "12g4", "1.0"})
@@ -245,6 +251,9 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
       require_rejected(Fields(valid).set(name, "18446744073709551616").text(), name);  // 2^64
     CHECK(cs::SamplerState::parse(Fields(valid).set("seed", "18446744073709551615").text()).seed() ==
           ~std::uint64_t{0});
+    require_rejected(Fields(valid).set("order_generation", "4294967296").text(), "order_generation");  // 2^32
+    CHECK(cs::SamplerState::parse(Fields(valid).set("order_generation", "4294967295").text()).order_generation() ==
+          0xffffffffU);
     for (const char* name : {"n_obs", "batches_done", "world_size", "plan_world_size", "num_workers", "dealt_at"}) {
       require_rejected(Fields(valid).set(name, "9223372036854775808").text(), name);  // 2^63
       require_rejected(Fields(valid).set(name, "4611686018427387905").text(), name);  // 2^62 + 1
@@ -253,10 +262,10 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
           max_size);
   }
   SECTION("negative or zero values") {
-    for (const char* name : {"seed", "epoch", "n_obs", "batches_done", "world_size", "plan_world_size", "num_workers",
-                             "worker", "dealt_at"})
+    for (const char* name : {"order_generation", "seed", "epoch", "n_obs", "batches_done", "world_size",
+                             "plan_world_size", "num_workers", "worker", "dealt_at"})
       require_rejected(Fields(valid).set(name, "-1").text(), name);
-    for (const char* name : {"world_size", "plan_world_size", "num_workers"})
+    for (const char* name : {"order_generation", "world_size", "plan_world_size", "num_workers"})
       require_rejected(Fields(valid).set(name, "0").text(), name);
     CHECK(cs::SamplerState::parse(Fields(valid).set("batches_done", "0").set("dealt_at", "0").text()).batches_done() ==
           0);
@@ -326,13 +335,25 @@ TEST_CASE("SamplerState::parse rejects malformed text, naming the field", "[stat
   }
   SECTION("a wrong header") {
     for (const std::string header :
-         {"chunksampler-state/6", "chunksampler-state", "Chunksampler-state/5", "chunksampler-state/5x", "state"}) {
+         {"chunksampler-state/7", "chunksampler-state", "Chunksampler-state/6", "chunksampler-state/6x", "state"}) {
       Fields f = valid;
       f.header = header;
-      require_rejected(f.text(), "chunksampler-state/5");
+      require_rejected(f.text(), "chunksampler-state/6");
     }
-    require_rejected("", "chunksampler-state/5");
-    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/5");
+    require_rejected("", "chunksampler-state/6");
+    require_rejected(valid.text().substr(valid.header.size() + 1), "chunksampler-state/6");
+  }
+  SECTION("a state of format 5 (chunksampler 0.3) has no order_generation: it reads as generation 1") {
+    Fields v5 = valid;
+    v5.header = "chunksampler-state/5";
+    v5.items.erase(v5.items.begin() + 1);
+    const cs::SamplerState state = cs::SamplerState::parse(v5.text());
+    CHECK(state.order_generation() == 1);
+    CHECK(state == cs::SamplerState::parse(valid.text()));
+    CHECK(state.to_string() == valid.text());
+    // a format-5 text with the field is neither format
+    require_rejected(Fields(valid).set("order_generation", "1").text().replace(0, valid.header.size(), v5.header),
+                     "seed");
   }
   SECTION("a state of format 3 or 4 (before the storage grid) is refused by name") {
     for (const char* header : {"chunksampler-state/3", "chunksampler-state/4"}) {

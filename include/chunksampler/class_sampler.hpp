@@ -57,6 +57,7 @@ using ClassPlan = detail::ClassPlan;
 class ClassSampler : public detail::ClassSamplerBase<ClassSampler, ClassPlan> {
  public:
   static constexpr std::string_view name = "ClassSampler";
+  static constexpr std::uint32_t order_generation = 1;  ///< of its order: bumped when it changes; states record it
 
   /// Checks `options` and scans `codes` (one class code per observation, any integral type:
   /// AnnData's categorical codes are int8 or int16) once; throws `ConfigError` naming the first

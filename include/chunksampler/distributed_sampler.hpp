@@ -44,6 +44,13 @@ template <class S>
   return false;
 }
 
+/// `S`'s name in messages, where it has one.
+template <class S>
+inline constexpr std::string_view sampler_name_of = [] {
+  if constexpr (requires { std::string_view{S::name}; }) return std::string_view{S::name};
+  return std::string_view{"the wrapped sampler"};
+}();
+
 /// The plan type of the samplers `S` makes.
 template <class S>
 using plan_of = decltype(std::declval<const S&>().plan(std::int64_t{}, std::uint64_t{}));
@@ -221,6 +228,9 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
 
   friend Driver;
   static constexpr std::string_view name = "DistributedSampler";
+  // It deals the wrapped sampler's order without a stream of its own: its states are of that
+  // sampler's generation.
+  static constexpr std::uint32_t order_generation = detail::order_generation_of<S>;
 
   // The layout policy of a rank (see EpochDriver): this rank's batches of each epoch.
   [[nodiscard]] std::int64_t readers() const noexcept { return info_.world_size; }
@@ -232,7 +242,7 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
           "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
           "change world size (use ShardMode::global for elastic restarts)",
           f.world_size, info_.world_size);
-    detail::check_state_of(name, state, fingerprint(), seed());
+    detail::check_state_of(name, state, fingerprint(), seed(), {detail::sampler_name_of<S>, order_generation});
     if (options_.mode == ShardMode::contiguous && (f.plan_world_size != f.world_size || f.runs))
       detail::throw_state_mismatch(
           "DistributedSampler: restore: a contiguous-mode state has no runs and one world size");

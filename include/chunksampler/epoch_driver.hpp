@@ -15,6 +15,18 @@
 #include <utility>
 #include <vector>
 
+namespace chunksampler::detail {
+
+/// The generation of the order `S` reads (its `order_generation`), which its states record: 1
+/// for a sampler that declares none (a user's), so that declaring 2 later refuses its old states.
+template <class S>
+inline constexpr std::uint32_t order_generation_of = [] {
+  if constexpr (requires { std::uint32_t{S::order_generation}; }) return std::uint32_t{S::order_generation};
+  return std::uint32_t{1};
+}();
+
+}  // namespace chunksampler::detail
+
 namespace chunksampler {
 
 /// One epoch as a layout policy lays it out for one reader: the plan, the reader's batches of
@@ -45,6 +57,7 @@ struct EpochLayout {
 /// epoch. It provides, to this driver only (a friend):
 ///
 ///     static constexpr std::string_view name;                  // in messages
+///     static constexpr std::uint32_t order_generation;         // of the order it reads (1 if none)
 ///     std::uint64_t fingerprint() const;  std::uint64_t seed() const;
 ///     std::int64_t readers() const;       // the world size a state records (1 for a sampler)
 ///     void check_restore(const SamplerState&) const;            // throws for a foreign state
@@ -156,6 +169,7 @@ class EpochDriver {
     if (pending_) {
       detail::StateFields f = detail::StateAccess::fields(*pending_);
       f.fingerprint = self().fingerprint();
+      f.order_generation = detail::order_generation_of<Derived>;
       f.seed = self().seed();
       return f;
     }
@@ -166,6 +180,7 @@ class EpochDriver {
   // The start of `epoch`, begun by no sample() yet.
   [[nodiscard]] detail::StateFields start_of(std::uint64_t epoch) const {
     return {.fingerprint = self().fingerprint(),
+            .order_generation = detail::order_generation_of<Derived>,
             .seed = self().seed(),
             .epoch = epoch,
             .n_obs = std::nullopt,
@@ -212,6 +227,7 @@ class EpochDriver {
     // Counts run from the epoch's start; the stream skips what was read since its runs were dealt.
     const std::int64_t skip = redeal ? 0 : point - (resume ? resume->dealt_at : 0);
     detail::StateFields stamp{.fingerprint = self().fingerprint(),
+                              .order_generation = detail::order_generation_of<Derived>,
                               .seed = self().seed(),
                               .epoch = next_,
                               .n_obs = n_obs,
@@ -245,12 +261,25 @@ class EpochDriver {
 
 namespace chunksampler::detail {
 
-/// Throws unless `state` was taken from a sampler of this configuration and seed.
+/// The order a sampler reads: the sampler that draws it (`name`) and its `order_generation`.
+struct OrderGeneration {
+  std::string_view sampler;
+  std::uint32_t generation;
+};
+
+/// Throws unless `state` was taken from a sampler of this configuration and seed, in the
+/// generation of the order it reads. The configuration is checked first: a state of another
+/// kind of sampler is refused for its fingerprint, whatever its generation.
 inline void check_state_of(std::string_view sampler, const SamplerState& state, std::uint64_t fingerprint,
-                           std::uint64_t seed) {
+                           std::uint64_t seed, OrderGeneration order) {
   if (state.fingerprint() != fingerprint)
     throw_state_mismatch("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
                          sampler, state.fingerprint(), fingerprint);
+  if (state.order_generation() != order.generation)
+    throw_state_mismatch(
+        "{}: restore: the state was written by generation {} of {}'s order; this version draws generation {}: take "
+        "a new state",
+        sampler, state.order_generation(), order.sampler, order.generation);
   if (state.seed() != seed)
     throw_state_mismatch("{}: restore: the state's seed ({}) is not this sampler's ({})", sampler, state.seed(), seed);
 }

@@ -80,6 +80,7 @@ using MixturePlan = detail::MixturePlan;
 class MixtureSampler : public SamplerBase<MixtureSampler, MixturePlan> {
  public:
   static constexpr std::string_view name = "MixtureSampler";
+  static constexpr std::uint32_t order_generation = 1;  ///< of its order: bumped when it changes; states record it
 
   /// Datasets of `sizes[d]` observations laid end to end from 0. Throws `ConfigError`
   /// naming the first bad option: every option as `RandomSampler`'s, every dataset at least one

@@ -48,6 +48,7 @@ struct RandomOptions {
 class RandomSampler : public ChunkSamplerBase<RandomSampler> {
  public:
   static constexpr std::string_view name = "RandomSampler";
+  static constexpr std::uint32_t order_generation = 1;  ///< of its order: bumped when it changes; states record it
 
   /// Checks `options`; throws `ConfigError` naming the first bad one.
   explicit RandomSampler(const RandomOptions& options)

@@ -40,8 +40,9 @@ namespace chunksampler {
 ///     for (const cs::LoadRequest& request : epoch) { /* train */ }
 ///     cs::SamplerState state = epoch.state(steps);           // the point after those batches
 ///
-/// `Derived` provides `name`, `plan(n_obs, epoch)` returning a `Plan` (validating first) and
-/// `fingerprint()`.
+/// `Derived` provides `name`, `plan(n_obs, epoch)` returning a `Plan` (validating first),
+/// `fingerprint()` and `order_generation` (the generation of its order, which its states record;
+/// 1 if it declares none).
 template <class Derived, EpochPlan Plan>
 class SamplerBase : public EpochDriver<Derived, Plan> {
  public:
@@ -63,7 +64,8 @@ class SamplerBase : public EpochDriver<Derived, Plan> {
   [[nodiscard]] static constexpr std::int64_t readers() noexcept { return 1; }
   [[nodiscard]] static constexpr bool redeals(const detail::StateFields&, const WorkerInfo&) noexcept { return false; }
   void check_restore(const SamplerState& state) const {
-    detail::check_state_of(Derived::name, state, self().fingerprint(), rng_.seed());
+    detail::check_state_of(Derived::name, state, self().fingerprint(), rng_.seed(),
+                           {Derived::name, detail::order_generation_of<Derived>});
     const detail::StateFields& f = detail::StateAccess::fields(state);
     if (f.world_size != 1 || f.plan_world_size != 1 || f.runs)
       detail::throw_state_mismatch(

@@ -25,6 +25,8 @@ namespace detail {
 /// through its accessors and its text.
 struct StateFields {
   std::uint64_t fingerprint = 0;
+  /// The generation of the sampler's order the state was taken in (its `order_generation`).
+  std::uint32_t order_generation = 1;
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::optional<std::int64_t> n_obs = std::nullopt;
@@ -61,6 +63,9 @@ class SamplerState {
 
   /// The configuration's hash; `restore` refuses any other.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fields_.fingerprint; }
+  /// The generation of the sampler's order the state was taken in: its `order_generation`, which
+  /// changes with the sampler's random stream; `restore` refuses any other.
+  [[nodiscard]] std::uint32_t order_generation() const noexcept { return fields_.order_generation; }
   /// The seed every draw descends from.
   [[nodiscard]] std::uint64_t seed() const noexcept { return fields_.seed; }
   /// The epoch the point lies in.
@@ -79,15 +84,17 @@ class SamplerState {
 
   friend bool operator==(const SamplerState&, const SamplerState&) = default;
 
-  /// The version of the text format `to_string()` writes. Older versions are refused by name:
-  /// 1 did not record `n_obs`; 2 was written before the epochs' chunk orders changed
-  /// (chunksampler 0.2); 3 and 4 before chunks moved onto the storage grid (chunksampler 0.3),
-  /// which changed the epochs of masks and shards that start or end off it and of every range
-  /// whose short tail chunk now takes a uniform place in the order: each would resume another
-  /// order.
-  static constexpr int text_version = 5;
+  /// The version of the text format `to_string()` writes. It changes with the text alone: a
+  /// change to one sampler's order changes that sampler's `order_generation`, which the text
+  /// records. Version 5 (chunksampler 0.3) is read as of generation 1, the one every sampler's
+  /// order had then. Older versions are refused by name: 1 did not record `n_obs`; 2 was written
+  /// before the epochs' chunk orders changed (chunksampler 0.2); 3 and 4 before chunks moved onto
+  /// the storage grid (chunksampler 0.3), which changed the epochs of masks and shards that start
+  /// or end off it and of every range whose short tail chunk now takes a uniform place in the
+  /// order: each would resume another order.
+  static constexpr int text_version = 6;
 
-  /// One line of text: `chunksampler-state/5` and then `key=value` fields, one per accessor in
+  /// One line of text: `chunksampler-state/6` and then `key=value` fields, one per accessor in
   /// the accessors' order (`fingerprint` in hexadecimal, `n_obs=any` for a state no size is tied
   /// to), then the distributed layout a global-mode state needs (`plan_world_size`, `runs`:
   /// `all`, `none` or `<begin>-<end>,...`, and `dealt_at`).
@@ -98,20 +105,22 @@ class SamplerState {
     for (const BatchRun& run : f.runs.value_or(std::vector<BatchRun>{}))
       fmt::format_to(std::back_inserter(runs_text), "{}{}-{}", runs_text.empty() ? "" : ",", run.begin, run.end);
     return fmt::format(
-        "chunksampler-state/{} fingerprint={:016x} seed={} epoch={} n_obs={} batches_done={} world_size={} "
-        "num_workers={} worker={} plan_world_size={} runs={} dealt_at={}",
-        text_version, f.fingerprint, f.seed, f.epoch, f.n_obs ? fmt::to_string(*f.n_obs) : "any", f.batches_done,
-        f.world_size, f.num_workers, f.worker, f.plan_world_size, runs_text, f.dealt_at);
+        "chunksampler-state/{} fingerprint={:016x} order_generation={} seed={} epoch={} n_obs={} batches_done={} "
+        "world_size={} num_workers={} worker={} plan_world_size={} runs={} dealt_at={}",
+        text_version, f.fingerprint, f.order_generation, f.seed, f.epoch, f.n_obs ? fmt::to_string(*f.n_obs) : "any",
+        f.batches_done, f.world_size, f.num_workers, f.worker, f.plan_world_size, runs_text, f.dealt_at);
   }
 
   /// Reads `to_string()`'s text back; throws `StateFormatError` naming the first field that is
   /// missing, malformed or out of range, `StateMismatchError` for a format version this one
-  /// refuses. Every state it returns round-trips.
+  /// refuses. Every state it returns round-trips. A text of format 5 (chunksampler 0.3, which
+  /// had no `order_generation`) is read as of generation 1.
   [[nodiscard]] static SamplerState parse(std::string_view text) {
     Reader reader{text};
-    reader.expect_header();
+    const int version = reader.expect_header();
     detail::StateFields f;
     f.fingerprint = reader.field<std::uint64_t>("fingerprint", 16);
+    f.order_generation = version == legacy_version ? 1U : reader.field<std::uint32_t>("order_generation", 10);
     f.seed = reader.field<std::uint64_t>("seed", 10);
     f.epoch = reader.field<std::uint64_t>("epoch", 10);
     f.n_obs = reader.optional_field("n_obs", "any");
@@ -129,11 +138,16 @@ class SamplerState {
  private:
   friend struct detail::StateAccess;
 
+  // The format before order generations; its samplers' orders are generation 1.
+  static constexpr int legacy_version = 5;
+
   explicit SamplerState(const detail::StateFields& fields) : fields_(fields) { check(); }
 
   // Throws `StateFormatError` unless every field is in range and the runs are ordered.
   void check() const {
     const detail::StateFields& f = fields_;
+    if (f.order_generation < 1)
+      detail::throw_state_format("SamplerState: order_generation ({}) must be >= 1", f.order_generation);
     if (f.n_obs && (*f.n_obs < 0 || *f.n_obs > detail::max_size))
       detail::throw_state_format("SamplerState: n_obs ({}) must be in [0, 2^62]", *f.n_obs);
     if (!f.n_obs && f.batches_done != 0)
@@ -178,11 +192,12 @@ class SamplerState {
       rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
       return w;
     }
-    // The format version of the text: the current one; older ones are refused by name.
-    void expect_header() {
+    // The format version of the text: the current one or 5; older ones are refused by name.
+    int expect_header() {
       const std::string expected = fmt::format("chunksampler-state/{}", text_version);
       const std::string_view w = word();
-      if (w == expected) return;
+      if (w == expected) return text_version;
+      if (w == fmt::format("chunksampler-state/{}", legacy_version)) return legacy_version;
       if (w == "chunksampler-state/3" || w == "chunksampler-state/4")
         detail::throw_state_mismatch(
             "SamplerState: the text is of format {}, written before chunksampler 0.3 put every chunk on the storage "

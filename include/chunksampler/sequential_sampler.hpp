@@ -37,6 +37,7 @@ struct SequentialOptions {
 class SequentialSampler : public ChunkSamplerBase<SequentialSampler> {
  public:
   static constexpr std::string_view name = "SequentialSampler";
+  static constexpr std::uint32_t order_generation = 1;  ///< of its order: bumped when it changes; states record it
 
   /// Checks `options`; throws `ConfigError` naming the first bad one.
   explicit SequentialSampler(const SequentialOptions& options)

@@ -313,6 +313,8 @@ void forge(FuzzedDataProvider& in) {
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) f.worker = count_value(in);
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) f.runs = runs_value(in);
   if (in.ConsumeIntegralInRange<int>(0, 3) == 0) f.dealt_at = count_value(in);
+  // Another generation of the order (read last, and on 1: an exhausted input reads 0 and keeps the genuine one).
+  if (in.ConsumeIntegralInRange<int>(0, 31) == 1) f.order_generation = in.ConsumeIntegral<std::uint32_t>();
 
   std::optional<cs::SamplerState> made;
   if (!accepted([&] { made = cs::detail::StateAccess::make(f); })) return;

@@ -97,7 +97,7 @@ def test_a_state_text_of_other_fields_is_a_format_error():
     with pytest.raises(cs.StateFormatError, match="batches_done"):
         random().load_state_dict({"state": text.replace("batches_done=20", "batches_done=x")})
     with pytest.raises(cs.StateFormatError):
-        random().load_state_dict({"state": text.replace("chunksampler-state/5", "chunksampler-state/99")})
+        random().load_state_dict({"state": text.replace("chunksampler-state/6", "chunksampler-state/99")})
 
 
 @pytest.mark.parametrize(
