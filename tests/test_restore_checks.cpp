@@ -18,6 +18,7 @@
 #include <chunksampler/weighted_class_sampler.hpp>
 
 #include "harness.hpp"
+#include "restore_support.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -45,8 +46,11 @@ namespace {
 
 namespace cs = chunksampler;
 using Catch::Matchers::Contains;
-using Dist = cs::DistributedSampler<cs::RandomSampler>;
 using support::Batches;
+using support::restore::Dist;
+using support::restore::global;
+using support::restore::issue_base;
+using support::restore::state_at_37;
 
 // The message of the std::invalid_argument `f` throws, or "" if it throws nothing.
 template <class F>
@@ -57,16 +61,6 @@ std::string refusal(F&& f) {
     return e.what();
   }
   return "";
-}
-
-const cs::RandomSampler issue_base({.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32});
-constexpr cs::DistributedOptions global{.mode = cs::ShardMode::global};
-
-// The state after 37 batches of epoch 0 of rank 0 of 4, global mode, over `n_obs`.
-cs::SamplerState state_at_37(std::int64_t n_obs) {
-  Dist a(issue_base, cs::DistInfo{.rank = 0, .world_size = 4}, global);
-  (void)a.sample(n_obs);
-  return a.state(37);
 }
 
 }  // namespace

@@ -97,6 +97,14 @@ class CommandLine {
     size("--batch-size", batch_size, "observations per batch; divides chunk size x preload");
   }
 
+  /// FILE.h5ad, the one positional argument of the .h5ad jobs: an existing file.
+  void h5ad_file(std::string& file) {
+    app_.add_option("file", file, "the .h5ad file; X must be a CSR matrix (anndata's csr_matrix)")
+        ->type_name("FILE.h5ad")
+        ->required()
+        ->check(CLI::Validator(CLI::ExistingFile).description(""));
+  }
+
   /// --seed: the seed of the shuffles.
   CLI::Option* seed(std::uint64_t& seed, const std::string& help = "seed of the shuffles") {
     return integer("--seed", seed, help);

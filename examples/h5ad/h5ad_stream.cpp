@@ -84,11 +84,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv, bool spe
                             "reads its DistributedSampler's requests, and rank 0 checks what they trained on.",
                             "Prints PASS and exits 0, or FAIL and 1; a bad argument or a file that is not a CSR .h5ad\n"
                             "is one line on stderr and exit code 2.");
-  cli.app()
-      .add_option("file", options.file, "the .h5ad file; X must be a CSR matrix (anndata's csr_matrix)")
-      ->type_name("FILE.h5ad")
-      ->required()
-      ->check(CLI::Validator(CLI::ExistingFile).description(""));
+  cli.h5ad_file(options.file);
   // Zero epochs would check nothing and pass.
   cli.integer("--epochs", options.epochs, "epochs to stream and check", std::int64_t{1});
   cli.request_shape(options.chunk_size, options.preload, options.batch_size);

@@ -76,11 +76,7 @@ std::optional<Options> parse_options(int argc, const char* const* argv, bool spe
                             "worker threads fed by chunksampler's DistributedSampler, checkpointed mid-epoch.",
                             "Ranks come from the launcher's environment (mpirun, torchrun, srun). Rank 0 prints per\n"
                             "epoch and rank: batches, observations, chunk reads, checksum, mean loss.");
-  cli.app()
-      .add_option("file", o.file, "the .h5ad file; X must be a CSR matrix (anndata's csr_matrix)")
-      ->type_name("FILE.h5ad")
-      ->required()
-      ->check(CLI::Validator(CLI::ExistingFile).description(""));
+  cli.h5ad_file(o.file);
   cli.integer("--epochs", o.epochs, "epochs to train", std::int64_t{1});
   cli.request_shape(o.chunk_size, o.preload, o.batch_size);
   cli.integer("--workers", o.workers, "DataLoader worker threads", std::int64_t{0}, std::int64_t{64});

@@ -9,6 +9,7 @@
 #include <chunksampler/random_sampler.hpp>
 #include <chunksampler/sampler_state.hpp>
 
+#include "../restore_support.hpp"
 #include "../support.hpp"
 
 #include <catch2/catch.hpp>
@@ -64,10 +65,10 @@ namespace test_restore_alloc {
 namespace {
 
 namespace cs = chunksampler;
-using Dist = cs::DistributedSampler<cs::RandomSampler>;
-
-const cs::RandomSampler issue_base({.chunk_size = 16, .preload_nchunks = 4, .batch_size = 32});
-constexpr cs::DistributedOptions global{.mode = cs::ShardMode::global};
+using support::restore::Dist;
+using support::restore::global;
+using support::restore::issue_base;
+using support::restore::state_at_37;
 
 // While alive, the next allocation on this thread (one only) throws std::bad_alloc.
 class FailNextAllocation {
@@ -77,13 +78,6 @@ class FailNextAllocation {
   FailNextAllocation(const FailNextAllocation&) = delete;
   FailNextAllocation& operator=(const FailNextAllocation&) = delete;
 };
-
-// The state after 37 batches of epoch 0 of rank 0 of 4, global mode, over `n_obs`.
-cs::SamplerState state_at_37(std::int64_t n_obs) {
-  Dist a(issue_base, cs::DistInfo{.rank = 0, .world_size = 4}, global);
-  (void)a.sample(n_obs);
-  return a.state(37);
-}
 
 }  // namespace
 

@@ -168,6 +168,26 @@ template <class Range>
   return range.plan().max_positions() <= max_request;
 }
 
+// What a sampler says of an epoch over `f.n_obs` before it plays it: whether `validate()` accepts
+// it, and its `n_batches`, whole and of `worker`, each checked to refuse exactly where
+// `validate()` does.
+struct Counts {
+  bool valid = false;
+  std::int64_t count = -1;
+  std::int64_t worker_count = -1;
+};
+
+template <class S>
+[[nodiscard]] Counts counts_of(const S& sampler, const Facts& f, const cs::WorkerInfo& worker) {
+  Counts c;
+  std::string why;
+  c.valid = accepted([&] { sampler.validate(f.n_obs); }, &why);
+  check(accepted([&] { c.count = sampler.n_batches(f.n_obs); }) == c.valid, "validate and n_batches disagree: {}", why);
+  check(accepted([&] { c.worker_count = sampler.n_batches(f.n_obs, worker); }) == (c.valid && valid_worker(worker)),
+        "n_batches with worker {} of {} disagrees with validate", worker.id, worker.num_workers);
+  return c;
+}
+
 // --- plain --------------------------------------------------------------------------------------
 
 template <class S>
@@ -176,13 +196,7 @@ void plain(FuzzedDataProvider& in, S sampler, const Facts& f) {
   const cs::WorkerInfo worker = worker_value(in);
   context() += fmt::format("; plain, epoch {}, worker {} of {}", epoch, worker.id, worker.num_workers);
   sampler.set_epoch(epoch);
-  std::string why;
-  const bool valid = accepted([&] { sampler.validate(f.n_obs); }, &why);
-  std::int64_t count = -1;
-  check(accepted([&] { count = sampler.n_batches(f.n_obs); }) == valid, "validate and n_batches disagree: {}", why);
-  std::int64_t worker_count = -1;
-  check(accepted([&] { worker_count = sampler.n_batches(f.n_obs, worker); }) == (valid && valid_worker(worker)),
-        "n_batches with worker {} of {} disagrees with validate", worker.id, worker.num_workers);
+  const auto [valid, count, worker_count] = counts_of(sampler, f, worker);
   check(sampler.epoch() == epoch, "validate or n_batches moved the epoch");
   if (valid) {
     check(count == batches_of(f.epoch_rows, f), "n_batches {} for {} positions, batch_size {}, drop_last {}", count,
@@ -311,13 +325,7 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
   cs::DistributedSampler<S>& sampler = *made;
   sampler.set_epoch(epoch);
 
-  std::string why;
-  const bool valid = accepted([&] { sampler.validate(f.n_obs); }, &why);
-  std::int64_t count = -1;
-  check(accepted([&] { count = sampler.n_batches(f.n_obs); }) == valid, "validate and n_batches disagree: {}", why);
-  std::int64_t worker_count = -1;
-  check(accepted([&] { worker_count = sampler.n_batches(f.n_obs, worker); }) == (valid && valid_worker(worker)),
-        "n_batches with worker {} of {} disagrees with validate", worker.id, worker.num_workers);
+  const auto [valid, count, worker_count] = counts_of(sampler, f, worker);
   cs::Slice shard;
   const bool sharded = accepted([&] { shard = only_range(sampler.shard(f.n_obs, epoch)); });
   check(!valid || sharded, "validate accepts n_obs {} but shard refuses it", f.n_obs);
@@ -527,32 +535,19 @@ void class_sampler(FuzzedDataProvider& in) {
           .codes = codes,
           .class_batches = !weighted,
           .class_weights = weights};
-  if (weighted) {
-    const auto sampler = made([&] {
-      return cs::WeightedClassSampler(codes, cs::WeightedClassOptions{.chunk_size = s.chunk_size,
-                                                                      .preload_nchunks = s.preload_nchunks,
-                                                                      .batch_size = s.batch_size,
-                                                                      .drop_last = drop_last,
-                                                                      .mask = mask,
-                                                                      .seed = seed,
-                                                                      .num_samples = num_samples,
-                                                                      .class_weights = weights,
-                                                                      .composition = composition});
-    });
-    if (sampler) run(in, *sampler, f);
-    return;
-  }
-  const auto sampler = made([&] {
-    return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                    .preload_nchunks = s.preload_nchunks,
-                                                    .batch_size = s.batch_size,
-                                                    .drop_last = drop_last,
-                                                    .mask = mask,
-                                                    .seed = seed,
-                                                    .num_samples = num_samples,
-                                                    .class_weights = weights});
-  });
-  if (sampler) run(in, *sampler, f);
+  with_class_sampler(
+      codes,
+      [&] {
+        return cs::ClassOptions{.chunk_size = s.chunk_size,
+                                .preload_nchunks = s.preload_nchunks,
+                                .batch_size = s.batch_size,
+                                .drop_last = drop_last,
+                                .mask = mask,
+                                .seed = seed,
+                                .num_samples = num_samples,
+                                .class_weights = weights};
+      },
+      weighted ? std::optional(composition) : std::nullopt, [&](const auto& sampler) { run(in, sampler, f); });
 }
 
 void mixture_sampler(FuzzedDataProvider& in) {

@@ -350,32 +350,19 @@ void class_sampler(FuzzedDataProvider& in) {
   context() = fmt::format("{} over {} codes, chunk_size {}, preload_nchunks {}, batch_size {}",
                           weighted ? "WeightedClassSampler" : "ClassSampler", n_codes, s.chunk_size, s.preload_nchunks,
                           s.batch_size);
-  if (weighted) {
-    const auto sampler = made([&] {
-      return cs::WeightedClassSampler(codes, cs::WeightedClassOptions{.chunk_size = s.chunk_size,
-                                                                      .preload_nchunks = s.preload_nchunks,
-                                                                      .batch_size = s.batch_size,
-                                                                      .drop_last = drop_last,
-                                                                      .mask = std::nullopt,
-                                                                      .seed = seed,
-                                                                      .num_samples = num_samples,
-                                                                      .class_weights = {},
-                                                                      .composition = composition});
-    });
-    if (sampler) run(in, *sampler, n_codes);
-    return;
-  }
-  const auto sampler = made([&] {
-    return cs::ClassSampler(codes, cs::ClassOptions{.chunk_size = s.chunk_size,
-                                                    .preload_nchunks = s.preload_nchunks,
-                                                    .batch_size = s.batch_size,
-                                                    .drop_last = drop_last,
-                                                    .mask = std::nullopt,
-                                                    .seed = seed,
-                                                    .num_samples = num_samples,
-                                                    .class_weights = {}});
-  });
-  if (sampler) run(in, *sampler, n_codes);
+  with_class_sampler(
+      codes,
+      [&] {
+        return cs::ClassOptions{.chunk_size = s.chunk_size,
+                                .preload_nchunks = s.preload_nchunks,
+                                .batch_size = s.batch_size,
+                                .drop_last = drop_last,
+                                .mask = std::nullopt,
+                                .seed = seed,
+                                .num_samples = num_samples,
+                                .class_weights = {}};
+      },
+      weighted ? std::optional(composition) : std::nullopt, [&](const auto& sampler) { run(in, sampler, n_codes); });
 }
 
 void mixture_sampler(FuzzedDataProvider& in) {

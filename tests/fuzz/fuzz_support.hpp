@@ -271,6 +271,20 @@ void with_sampler(const ChunkConfig& c, F&& use) {
   }
 }
 
+/// Builds a ClassSampler over `codes` with the options `options()` returns (called inside `made`,
+/// as `with_sampler` builds its own), or with `weighted` a WeightedClassSampler of that
+/// composition, and hands it to `use`; a configuration the library refuses is dropped.
+template <class Codes, class Options, class F>
+void with_class_sampler(const Codes& codes, Options&& options, std::optional<cs::Composition> weighted, F&& use) {
+  if (weighted) {
+    if (const auto sampler =
+            made([&] { return cs::WeightedClassSampler(codes, cs::weighted_options_of(options(), *weighted)); }))
+      use(*sampler);
+  } else if (const auto sampler = made([&] { return cs::ClassSampler(codes, options()); })) {
+    use(*sampler);
+  }
+}
+
 /// A target's whole run of one input: the sampler kind the input's first byte picks
 /// (RandomSampler in 4 inputs of 8, SequentialSampler in 2, ClassSampler and MixtureSampler in 1
 /// each), then that kind's part of the target on the rest, under `guard`.

@@ -303,7 +303,7 @@ void run(Args& args) {
                                         .mask = args.mask()};
     args.check_all_used();
     run(cs::SequentialSampler(options), job);
-  } else if (kind == "class") {
+  } else if (kind == "class" || kind == "weighted") {
     const std::vector<std::int64_t> codes = args.integers("codes");
     const cs::ClassOptions options{.chunk_size = chunk_size,
                                    .preload_nchunks = preload_nchunks,
@@ -313,25 +313,19 @@ void run(Args& args) {
                                    .seed = args.seed(),
                                    .num_samples = args.optional_int("num_samples"),
                                    .class_weights = args.reals("class_weights")};
-    args.check_all_used();
-    run(cs::ClassSampler(codes, options), job);
-  } else if (kind == "weighted") {
-    const std::vector<std::int64_t> codes = args.integers("codes");
-    const std::string composition = args.text("composition", "independent");
-    if (composition != "independent" && composition != "stratified")
-      throw std::invalid_argument("composition must be independent or stratified");
-    const cs::WeightedClassOptions options{.chunk_size = chunk_size,
-                                           .preload_nchunks = preload_nchunks,
-                                           .batch_size = batch_size,
-                                           .drop_last = drop_last,
-                                           .mask = args.mask(),
-                                           .seed = args.seed(),
-                                           .num_samples = args.optional_int("num_samples"),
-                                           .class_weights = args.reals("class_weights"),
-                                           .composition = composition == "stratified" ? cs::Composition::stratified
-                                                                                      : cs::Composition::independent};
-    args.check_all_used();
-    run(cs::WeightedClassSampler(codes, options), job);
+    if (kind == "class") {
+      args.check_all_used();
+      run(cs::ClassSampler(codes, options), job);
+    } else {
+      const std::string composition = args.text("composition", "independent");
+      if (composition != "independent" && composition != "stratified")
+        throw std::invalid_argument("composition must be independent or stratified");
+      args.check_all_used();
+      run(cs::WeightedClassSampler(codes, cs::weighted_options_of(options, composition == "stratified"
+                                                                               ? cs::Composition::stratified
+                                                                               : cs::Composition::independent)),
+          job);
+    }
   } else if (kind == "mixture") {
     std::vector<std::int64_t> sizes = args.integers("sizes");
     const std::optional<std::string> temperature = args.get("temperature");
