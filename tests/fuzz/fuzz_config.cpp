@@ -188,6 +188,20 @@ template <class S>
   return c;
 }
 
+// The range `sample(f.n_obs, worker)` returns at epoch `epoch`, none where it refuses; checked to
+// refuse exactly where `validate()` did (`valid`) and to move to the next epoch only when it
+// does not.
+template <class S>
+[[nodiscard]] std::optional<typename S::range_type> sampled(S& sampler, const Facts& f, const cs::WorkerInfo& worker,
+                                                            bool valid, std::uint64_t epoch) {
+  std::optional<typename S::range_type> range;
+  const bool served = accepted([&] { range.emplace(sampler.sample(f.n_obs, worker)); });
+  check(served == (valid && valid_worker(worker)), "sample and validate disagree");
+  if (served) check(sampler.epoch() == epoch + 1, "sample() did not move to the next epoch");
+  else check(sampler.epoch() == epoch, "a refused sample() moved the epoch");
+  return range;
+}
+
 // --- plain --------------------------------------------------------------------------------------
 
 template <class S>
@@ -209,14 +223,8 @@ void plain(FuzzedDataProvider& in, S sampler, const Facts& f) {
     }
   }
 
-  std::optional<typename S::range_type> range;
-  const bool sampled = accepted([&] { range.emplace(sampler.sample(f.n_obs, worker)); });
-  check(sampled == (valid && valid_worker(worker)), "sample and validate disagree");
-  if (!sampled) {
-    check(sampler.epoch() == epoch, "a refused sample() moved the epoch");
-    return;
-  }
-  check(sampler.epoch() == epoch + 1, "sample() did not move to the next epoch");
+  std::optional<typename S::range_type> range = sampled(sampler, f, worker, valid, epoch);
+  if (!range) return;
   if (!small_requests(*range)) return;
 
   const bool one_worker = worker.num_workers == 1;
@@ -402,14 +410,8 @@ void distributed(FuzzedDataProvider& in, const S& base, const Facts& f) {
       }
   }
 
-  std::optional<typename cs::DistributedSampler<S>::range_type> range;
-  const bool sampled = accepted([&] { range.emplace(sampler.sample(f.n_obs, worker)); });
-  check(sampled == (valid && valid_worker(worker)), "sample and validate disagree");
-  if (!sampled) {
-    check(sampler.epoch() == epoch, "a refused sample() moved the epoch");
-    return;
-  }
-  check(sampler.epoch() == epoch + 1, "sample() did not move to the next epoch");
+  std::optional<typename cs::DistributedSampler<S>::range_type> range = sampled(sampler, f, worker, valid, epoch);
+  if (!range) return;
   // (Pad puts all of an epoch's padding into its plan's last request, which can hold up to
   // world_size * batch_size positions more than a request's rows: a known limit of the padded
   // layout, which this bound also keeps out of the walk.)
