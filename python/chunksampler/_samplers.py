@@ -1,9 +1,10 @@
 """The samplers, with annbatch's constructor keywords, methods and properties.
 
-Each class holds a C++ sampler (chunksampler._chunksampler) and converts types; every rule,
-check and number is the C++ library's. A class keeps its settings so that it can make its C++
-sampler again: after pickling or copying, when ``mask`` or ``rng`` is assigned, and when a
-sampler made without ``rng`` adopts the seed of a state it restores.
+Each class holds a C++ sampler (one class of chunksampler._chunksampler per sampler type) and
+converts types; every rule, check and number is the C++ library's, and every setting is read
+from the C++ sampler, which copies and pickles itself (a class sampler with its runs, not its
+codes). The Python side keeps only what C++ has no use for: the ``numpy`` generator a seed was
+drawn from, whether the user chose it, and how far a consumer has taken the last request.
 """
 
 from __future__ import annotations
@@ -180,52 +181,41 @@ class _Sampler:
     """What every sampler offers: annbatch's ``sample``/``n_batches``/``validate`` and properties,
     PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, copies and pickling."""
 
-    _impl: _chunksampler.Sampler
-    _rng: np.random.Generator | None
+    _impl: Any
+    # The generator the seed was drawn from (None where the sampler was made without one).
+    _rng: np.random.Generator | None = None
     # Whether the user chose the seed (gave ``rng``); a sampler that draws nothing counts as seeded.
     _seed_chosen: bool = True
     # What the consumer of the last sample() iterator has taken, while that iterator is the epoch's.
     _progress: _Progress | None = None
 
-    def _keep_shape(self, chunk_size: object, preload_nchunks: object, batch_size: object, drop_last: object) -> None:
-        """Checks the types of the settings every sampler has, and keeps them."""
-        self._chunk_size = index("chunk_size", chunk_size)
-        self._preload_nchunks = index("preload_nchunks", preload_nchunks)
-        self._batch_size = index("batch_size", batch_size)
-        self._drop_last = flag("drop_last", drop_last)
+    @classmethod
+    def _wrap(cls, impl: Any, rng: np.random.Generator | None, seed_chosen: bool) -> Any:
+        """A sampler of this class around the C++ sampler ``impl``."""
+        sampler = object.__new__(cls)
+        sampler._impl = impl
+        sampler._rng = rng
+        sampler._seed_chosen = seed_chosen
+        return sampler
 
-    def _build(self) -> _chunksampler.Sampler:
-        """The C++ sampler of the current settings, at epoch 0."""
-        raise NotImplementedError
-
-    def _take_rng(self, rng: object) -> None:
-        """Keeps the generator and the seed drawn from it (from fresh entropy without one)."""
-        self._rng, self._seed = seed_from(rng)
-        self._seed_chosen = rng is not None
-
-    def _settings(self) -> dict[str, Any]:
-        """What makes the C++ sampler: every attribute but the C++ sampler and the iteration."""
-        return {key: value for key, value in self.__dict__.items() if key not in ("_impl", "_progress")}
+    def _remade(self, **changes: Any) -> Any:
+        """The C++ sampler of the current options with ``changes`` (a class sampler's from its runs),
+        at the current epoch."""
+        impl = type(self._impl)(**{**self._impl.options(), **changes})
+        impl.set_epoch(self._impl.epoch)
+        return impl
 
     def _copy(self) -> Any:
         """A new sampler of the same settings and seed, at epoch 0, that shares no mutable state with
-        this one (a ClassSampler's codes, which nothing changes, are shared)."""
-        clone = object.__new__(type(self))
-        clone.__dict__.update(self._settings())
-        clone._impl = clone._build()
-        return clone
-
-    def _rebuild(self) -> None:
-        """Makes the C++ sampler again after a setting changed; the next epoch stays the same."""
-        epoch = self._impl.epoch
-        self._impl = self._build()
-        self._impl.set_epoch(epoch)
-        self._progress = None
+        this one (a ClassSampler's runs, which nothing changes, are shared)."""
+        impl = copy.copy(self._impl)
+        impl.set_epoch(0)
+        return type(self)._wrap(impl, self._rng, self._seed_chosen)
 
     def _adopt_seed(self, seed: int) -> None:
         """Makes the C++ sampler again with ``seed`` (a restored state's, where the user chose none)."""
-        self._seed = seed
-        self._rebuild()
+        self._impl = self._remade(seed=seed)
+        self._progress = None
 
     def sample(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[LoadRequest]:
         """The load requests of the next epoch over ``n_obs`` observations, then moves to the epoch after.
@@ -344,37 +334,24 @@ class _Sampler:
             self._impl.restore(text)
             self._progress = None
             return
-        before = copy.copy(self)
+        before = self._impl
         self._adopt_seed(seed)
         try:
             self._impl.restore(text)
         except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before.__dict__)
+            self._impl = before
             raise
         self._progress = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self._settings()
-        # Where the epochs stand: a fresh epoch's number (also after an epoch yielded to its end:
-        # the next one's), else the exact point (a pending restore, or the batches taken so far).
-        consumed = self._consumed()
-        if consumed is not None:
-            state["_position"] = ("state", self._impl.state(consumed))
-        elif self._impl.since in ("start", "end"):
-            state["_position"] = ("epoch", self._impl.epoch)
-        else:
-            state["_position"] = ("state", self._impl.state(None))
+        state = {key: value for key, value in self.__dict__.items() if key != "_progress"}
+        # The C++ sampler at the point the consumer has reached: within the last request it took,
+        # as far as it has taken that request's splits; it pickles its options and that point.
+        state["_impl"] = self._impl.at(self._consumed())
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        kind, value = state.pop("_position")
         self.__dict__.update(state)
-        self._impl = self._build()
-        if kind == "epoch":
-            self._impl.set_epoch(value)
-        else:
-            self._impl.restore(value)
 
     def __copy__(self) -> Any:
         """A sampler of the same settings at the same point, independent of this one (as a pickled
@@ -427,10 +404,11 @@ class _Sampler:
 
     @rng.setter
     def rng(self, value: np.random.Generator | None) -> None:
-        if "_seed" not in self.__dict__:
+        if "seed" not in self._impl.options():
             raise AttributeError(f"{type(self).__name__} draws nothing: it has no rng to assign")
-        self._take_rng(value)
-        self._rebuild()
+        rng, seed = seed_from(value)
+        self._impl = self._remade(seed=seed)
+        self._rng, self._seed_chosen, self._progress = rng, value is not None, None
 
     @property
     def seed(self) -> int:
@@ -441,8 +419,6 @@ class _Sampler:
 class _MaskedSampler(_Sampler):
     """A sampler of the observations of ``mask``, one range or several, which may be assigned (as
     in annbatch)."""
-
-    _mask: list[tuple[int, int | None]] | None
 
     @property
     def mask(self) -> slice | list[slice]:
@@ -456,13 +432,8 @@ class _MaskedSampler(_Sampler):
 
     @mask.setter
     def mask(self, value: slice | Sequence[slice] | None) -> None:
-        old = self._mask
-        self._mask = mask_from(value)
-        try:
-            self._rebuild()
-        except BaseException:
-            self._mask = old
-            raise
+        self._impl = self._remade(mask=mask_from(value))
+        self._progress = None
 
 
 class RandomSampler(_MaskedSampler):
@@ -500,41 +471,29 @@ class RandomSampler(_MaskedSampler):
         rng: np.random.Generator | None = None,
         grid_starts: bool = False,
     ) -> None:
-        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
-        self._mask = mask_from(mask)
-        self._replacement = flag("replacement", replacement)
-        self._num_samples = optional_index("num_samples", num_samples)
-        self._grid_starts = flag("grid_starts", grid_starts)
-        self._take_rng(rng)
-        self._impl = self._build()
-
-    def _build(self) -> _chunksampler.Sampler:
-        return _chunksampler.random_sampler(
-            self._chunk_size,
-            self._preload_nchunks,
-            self._batch_size,
-            self._drop_last,
-            self._mask,
-            self._seed,
-            self._replacement,
-            self._num_samples,
-            self._grid_starts,
-        )
+        options = _shape(chunk_size, preload_nchunks, batch_size, drop_last)
+        options["mask"] = mask_from(mask)
+        options["replacement"] = flag("replacement", replacement)
+        options["num_samples"] = optional_index("num_samples", num_samples)
+        options["grid_starts"] = flag("grid_starts", grid_starts)
+        self._rng, options["seed"] = seed_from(rng)
+        self._seed_chosen = rng is not None
+        self._impl = _chunksampler.RandomSampler(**options)
 
     @property
     def replacement(self) -> bool:
         """Whether chunks are drawn with replacement."""
-        return self._replacement
+        return self._impl.replacement
 
     @property
     def grid_starts(self) -> bool:
         """Whether chunks drawn with replacement start on the storage grid."""
-        return self._grid_starts
+        return self._impl.grid_starts
 
     @property
     def num_samples(self) -> int | None:
         """Observations per epoch, if fixed; otherwise the mask's size."""
-        return self._num_samples
+        return self._impl.num_samples
 
     def __repr__(self) -> str:
         return (
@@ -562,15 +521,9 @@ class SequentialSampler(_MaskedSampler):
         drop_last: bool = False,
         mask: slice | Sequence[slice] | None = None,
     ) -> None:
-        self._rng = None
-        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
-        self._mask = mask_from(mask)
-        self._impl = self._build()
-
-    def _build(self) -> _chunksampler.Sampler:
-        return _chunksampler.sequential_sampler(
-            self._chunk_size, self._preload_nchunks, self._batch_size, self._drop_last, self._mask
-        )
+        options = _shape(chunk_size, preload_nchunks, batch_size, drop_last)
+        options["mask"] = mask_from(mask)
+        self._impl = _chunksampler.SequentialSampler(**options)
 
     def __repr__(self) -> str:
         return (
@@ -590,9 +543,9 @@ class ClassSampler(_MaskedSampler):
     chunks starts at a uniformly random valid start of that class: every start whose chunk lies in
     one run of the class and in ``mask`` is equally likely (annbatch draws a run first, which favours
     short runs). An epoch reads ``num_samples`` positions. Every run of a class with a positive
-    weight must be at least ``chunk_size`` long. The codes are scanned once into runs; the sampler
-    keeps a reference to them to make its C++ sampler again when pickled or when ``mask`` is
-    assigned. Unlike annbatch's, it serves DataLoader workers (each its own share of the draws),
+    weight must be at least ``chunk_size`` long. The codes are scanned once into runs, and the
+    sampler keeps only the runs of the classes it samples (not the codes): a copy or a pickle
+    carries those runs, and assigning ``mask`` or ``rng`` makes the C++ sampler again from them. Unlike annbatch's, it serves DataLoader workers (each its own share of the draws),
     restores exactly, and a ``DistributedSampler`` may wrap it.
 
     >>> codes = np.repeat(np.arange(4), 250)
@@ -614,40 +567,39 @@ class ClassSampler(_MaskedSampler):
         drop_last: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
-        self._mask = mask_from(mask)
-        self._num_samples = index("num_samples", num_samples)
+        self._make(_chunksampler.ClassSampler, chunk_size, preload_nchunks, batch_size, classes, num_samples,
+                   class_weights, mask, drop_last, rng, {})
+
+    def _make(
+        self,
+        native: Any,
+        chunk_size: object,
+        preload_nchunks: object,
+        batch_size: object,
+        classes: object,
+        num_samples: object,
+        class_weights: object,
+        mask: object,
+        drop_last: object,
+        rng: Any,
+        extra: dict[str, Any],
+    ) -> None:
+        """Checks the arguments both class samplers take and scans the codes into the C++ sampler."""
+        options = _shape(chunk_size, preload_nchunks, batch_size, drop_last)
+        options["mask"] = mask_from(mask)
+        options["num_samples"] = index("num_samples", num_samples)
         categories = getattr(classes, "categories", None) if hasattr(classes, "codes") else None
-        self._labels = None if categories is None else list(categories)
-        self._class_weights = (
-            [] if class_weights is None else _class_weights(type(self).__name__, class_weights, self._labels)
+        labels = None if categories is None else list(categories)
+        options["class_weights"] = (
+            [] if class_weights is None else _class_weights(type(self).__name__, class_weights, labels)
         )
-        self._codes = class_codes(classes)
-        self._take_rng(rng)
-        self._impl = self._build()
-
-    def _build(self) -> _chunksampler.Sampler:
+        codes = class_codes(classes)
+        self._rng, options["seed"] = seed_from(rng)
+        self._seed_chosen = rng is not None
         try:
-            return self._build_codes()
+            self._impl = native(codes, **options, **extra)
         except ConfigError as error:
-            raise _with_labels(error, self._labels) from None
-
-    def _build_codes(self) -> _chunksampler.Sampler:
-        return _chunksampler.class_sampler(*self._native_args())
-
-    def _native_args(self) -> tuple[Any, ...]:
-        """The arguments both class samplers' C++ constructors take, in their order."""
-        return (
-            self._codes,
-            self._chunk_size,
-            self._preload_nchunks,
-            self._batch_size,
-            self._drop_last,
-            self._mask,
-            self._seed,
-            self._num_samples,
-            self._class_weights,
-        )
+            raise _with_labels(error, labels) from None
 
     @property
     def replacement(self) -> bool:
@@ -657,17 +609,18 @@ class ClassSampler(_MaskedSampler):
     @property
     def num_samples(self) -> int:
         """Positions per epoch."""
-        return self._num_samples
+        return self._impl.num_samples
 
     @property
     def class_weights(self) -> np.ndarray | None:
         """The weights as given (None: every class alike)."""
-        return np.array(self._class_weights) if self._class_weights else None
+        weights = self._impl.class_weights
+        return np.array(weights) if weights else None
 
     def __repr__(self) -> str:
         return (
             f"ClassSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
-            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={len(self._codes)}, "
+            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={self._impl.n_obs}, "
             f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed})"
         )
 
@@ -713,21 +666,8 @@ class WeightedClassSampler(ClassSampler):
             raise ConfigError(
                 f"WeightedClassSampler: composition ({composition!r}) must be one of {sorted(_COMPOSITIONS)}"
             )
-        self._composition = composition
-        super().__init__(
-            chunk_size,
-            preload_nchunks,
-            batch_size,
-            classes=classes,
-            num_samples=num_samples,
-            class_weights=class_weights,
-            mask=mask,
-            drop_last=drop_last,
-            rng=rng,
-        )
-
-    def _build_codes(self) -> _chunksampler.Sampler:
-        return _chunksampler.weighted_class_sampler(*self._native_args(), _COMPOSITIONS[self._composition])
+        self._make(_chunksampler.WeightedClassSampler, chunk_size, preload_nchunks, batch_size, classes, num_samples,
+                   class_weights, mask, drop_last, rng, {"composition": _COMPOSITIONS[composition]})
 
     @property
     def composition(self) -> str:
@@ -738,7 +678,7 @@ class WeightedClassSampler(ClassSampler):
     def __repr__(self) -> str:
         return (
             f"WeightedClassSampler(chunk_size={self.chunk_size}, preload_nchunks={self.preload_nchunks}, "
-            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={len(self._codes)}, "
+            f"batch_size={self.batch_size}, num_samples={self.num_samples}, n_obs={self._impl.n_obs}, "
             f"drop_last={self.drop_last}, mask={self.mask}, seed={self.seed}, composition={self.composition!r})"
         )
 
@@ -770,26 +710,14 @@ class MixtureSampler(_Sampler):
         drop_last: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self._keep_shape(chunk_size, preload_nchunks, batch_size, drop_last)
-        self._sizes = indices("sizes", sizes)
-        self._weights = [] if weights is None else floats("weights", weights)
-        self._temperature = real("temperature", temperature)
-        self._num_samples = optional_index("num_samples", num_samples)
-        self._take_rng(rng)
-        self._impl = self._build()
-
-    def _build(self) -> _chunksampler.Sampler:
-        return _chunksampler.mixture_sampler(
-            self._sizes,
-            self._chunk_size,
-            self._preload_nchunks,
-            self._batch_size,
-            self._drop_last,
-            self._seed,
-            self._num_samples,
-            self._weights,
-            self._temperature,
-        )
+        options = _shape(chunk_size, preload_nchunks, batch_size, drop_last)
+        options["sizes"] = indices("sizes", sizes)
+        options["weights"] = [] if weights is None else floats("weights", weights)
+        options["temperature"] = real("temperature", temperature)
+        options["num_samples"] = optional_index("num_samples", num_samples)
+        self._rng, options["seed"] = seed_from(rng)
+        self._seed_chosen = rng is not None
+        self._impl = _chunksampler.MixtureSampler(**options)
 
     def update_weights(self, weights: Any, temperature: float | None = None) -> None:
         """New weights (and temperature, if given; else the current one) for later epochs, checked as
@@ -797,7 +725,6 @@ class MixtureSampler(_Sampler):
         new_weights = floats("weights", weights)
         new_temperature = None if temperature is None else real("temperature", temperature)
         self._impl.update_weights(new_weights, new_temperature)
-        self._weights, self._temperature = self._impl.mixture
 
     @property
     def mask(self) -> slice:
@@ -807,22 +734,22 @@ class MixtureSampler(_Sampler):
     @property
     def sizes(self) -> list[int]:
         """The datasets' sizes."""
-        return list(self._sizes)
+        return list(self._impl.sizes)
 
     @property
     def weights(self) -> list[float]:
         """The weights, one per dataset."""
-        return list(self._impl.mixture[0])
+        return list(self._impl.weights)
 
     @property
     def temperature(self) -> float:
         """The temperature the weights are raised to the inverse of."""
-        return self._impl.mixture[1]
+        return self._impl.temperature
 
     @property
     def num_samples(self) -> int | None:
         """Positions per epoch, if fixed; otherwise the sizes' sum."""
-        return self._num_samples
+        return self._impl.num_samples
 
     def __repr__(self) -> str:
         return (
@@ -831,6 +758,16 @@ class MixtureSampler(_Sampler):
             f"temperature={self.temperature}, num_samples={self.num_samples}, drop_last={self.drop_last}, "
             f"seed={self.seed})"
         )
+
+
+def _shape(chunk_size: object, preload_nchunks: object, batch_size: object, drop_last: object) -> dict[str, Any]:
+    """The settings every sampler has, their types checked, as the C++ constructors' keywords."""
+    return {
+        "chunk_size": index("chunk_size", chunk_size),
+        "preload_nchunks": index("preload_nchunks", preload_nchunks),
+        "batch_size": index("batch_size", batch_size),
+        "drop_last": flag("drop_last", drop_last),
+    }
 
 
 def _class_weights(sampler: str, weights: object, labels: list[Any] | None) -> list[float]:
@@ -863,6 +800,22 @@ def _with_labels(error: ConfigError, labels: list[Any] | None) -> ConfigError:
 
 
 _Wrappable = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler)
+# The public class of each plain C++ sampler type, and the C++ DistributedSampler type of each.
+_PUBLIC = {
+    _chunksampler.RandomSampler: RandomSampler,
+    _chunksampler.SequentialSampler: SequentialSampler,
+    _chunksampler.ClassSampler: ClassSampler,
+    _chunksampler.WeightedClassSampler: WeightedClassSampler,
+    _chunksampler.MixtureSampler: MixtureSampler,
+}
+_DISTRIBUTED = {
+    _chunksampler.RandomSampler: _chunksampler.DistributedRandomSampler,
+    _chunksampler.SequentialSampler: _chunksampler.DistributedSequentialSampler,
+    _chunksampler.ClassSampler: _chunksampler.DistributedClassSampler,
+    _chunksampler.WeightedClassSampler: _chunksampler.DistributedWeightedClassSampler,
+    _chunksampler.MixtureSampler: _chunksampler.DistributedMixtureSampler,
+}
+_MODE_NAMES = {value: name for name, value in _MODES.items()}
 
 
 class DistributedSampler(_Sampler):
@@ -913,72 +866,65 @@ class DistributedSampler(_Sampler):
             raise ConfigError(f"DistributedSampler: mode ({mode!r}) must be one of {sorted(_MODES)}")
         if not isinstance(remainder, str) or remainder not in _REMAINDERS:
             raise ConfigError(f"DistributedSampler: remainder ({remainder!r}) must be one of {sorted(_REMAINDERS)}")
-        self._enforce_equal_batches = flag("enforce_equal_batches", enforce_equal_batches)
-        self._rank, self._world_size = resolve_dist_info(dist_info)
-        self._mode = mode
-        self._remainder = remainder
+        enforce = flag("enforce_equal_batches", enforce_equal_batches)
+        rank, world_size = resolve_dist_info(dist_info)
         # The wrapped sampler as it is now, fresh (its epoch is this sampler's own); one made
         # without rng takes the seed every rank agrees on.
-        self._wrapped = sampler._copy()
+        wrapped = sampler._copy()
         self._seed_chosen = sampler._seed_chosen
-        if self._seed_chosen:
-            self._rng = sampler.rng
-        else:
-            self._rng = None
-            self._wrapped._rng = None
-            self._wrapped._seed = _SHARED_DEFAULT_SEED
-            self._wrapped._impl = self._wrapped._build()
-        self._impl = self._build()
-
-    def _settings(self) -> dict[str, Any]:
-        settings = super()._settings()
-        settings["_wrapped"] = self._wrapped._copy()  # each copy its own: update_weights changes it
-        return settings
+        self._rng = sampler.rng if self._seed_chosen else None
+        if not self._seed_chosen:
+            wrapped._adopt_seed(_SHARED_DEFAULT_SEED)
+        self._impl = _DISTRIBUTED[type(wrapped._impl)](
+            wrapped._impl,
+            rank=rank,
+            world_size=world_size,
+            enforce_equal_batches=enforce,
+            mode=_MODES[mode],
+            remainder=_REMAINDERS[remainder],
+        )
 
     def _adopt_seed(self, seed: int) -> None:
-        self._wrapped._seed = seed
-        self._wrapped._impl = self._wrapped._build()
-        self._rebuild()
+        wrapped = self._wrapped
+        wrapped._adopt_seed(seed)
+        self._impl = self._remade(sampler=wrapped._impl)
+        self._progress = None
 
-    def _build(self) -> _chunksampler.Sampler:
-        return _chunksampler.distributed_sampler(
-            self._wrapped._impl,
-            self._rank,
-            self._world_size,
-            self._enforce_equal_batches,
-            _MODES[self._mode],
-            _REMAINDERS[self._remainder],
-        )
+    @property
+    def _wrapped(self) -> RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler:
+        """A new copy of the wrapped sampler (with its weights as updated here)."""
+        impl = self._impl.sampler
+        return _PUBLIC[type(impl)]._wrap(impl, self._rng, self._seed_chosen)
 
     @property
     def sampler(self) -> RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler:
-        """A copy of the wrapped sampler as it was when this one was made."""
-        return self._wrapped._copy()
+        """A copy of the wrapped sampler as it was when this one was made (with weights updated here)."""
+        return self._wrapped
 
     @property
     def rank(self) -> int:
         """This process's rank."""
-        return self._rank
+        return self._impl.rank
 
     @property
     def world_size(self) -> int:
         """Processes in the job."""
-        return self._world_size
+        return self._impl.world_size
 
     @property
     def enforce_equal_batches(self) -> bool:
         """Whether every rank yields the same number of full batches."""
-        return self._enforce_equal_batches
+        return self._impl.enforce_equal_batches
 
     @property
     def mode(self) -> str:
         """``"contiguous"`` or ``"global"``."""
-        return self._mode
+        return _MODE_NAMES[self._impl.mode]
 
     @property
     def remainder(self) -> str:
         """``"drop"``, ``"pad"`` or ``"rotate"``."""
-        return self._remainder
+        return self._impl.remainder.name
 
     @property
     def mask(self) -> slice | list[slice]:
@@ -994,13 +940,11 @@ class DistributedSampler(_Sampler):
 
     def update_weights(self, weights: Any, temperature: float | None = None) -> None:
         """A wrapped MixtureSampler's new weights (call it on every rank, between epochs)."""
-        if not isinstance(self._wrapped, MixtureSampler):
+        if not hasattr(self._impl, "update_weights"):
             raise TypeError(f"update_weights needs a wrapped MixtureSampler, not a {type(self._wrapped).__name__}")
         new_weights = floats("weights", weights)
         new_temperature = None if temperature is None else real("temperature", temperature)
         self._impl.update_weights(new_weights, new_temperature)
-        self._wrapped._weights, self._wrapped._temperature = self._impl.mixture
-        self._wrapped._impl.update_weights(*self._impl.mixture)
 
     def shard(self, n_obs: int) -> slice | list[slice]:
         """The observations this rank reads in the next epoch (contiguous mode), or that all ranks
