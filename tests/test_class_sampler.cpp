@@ -2,12 +2,13 @@
 // ClassSampler: class-coherent batches over random code layouts (no batch mixes classes, chunks
 // inside one run of their group's class and inside the range, excluded classes never read), masks
 // and renormalization, a worked example, the run-length rule's message, determinism and epochs,
-// fingerprints, with_shard, validation, and a pinned stream. Class frequencies are tested in
-// test_class_statistics.cpp, resume, workers and DistributedSampler in test_class_distributed.cpp,
-// masks of many ranges in test_class_ranges.cpp, against the model of class_support.hpp.
+// fingerprints, with_shard, validation, rebuilding from the kept runs, and a pinned stream. Class frequencies are
+// tested in test_class_statistics.cpp, resume, workers and DistributedSampler in test_class_distributed.cpp, masks of
+// many ranges in test_class_ranges.cpp, against the model of class_support.hpp.
 
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/distributed_sampler.hpp>
+#include <chunksampler/weighted_class_sampler.hpp>
 
 #include "class_support.hpp"
 #include "support.hpp"
@@ -315,6 +316,67 @@ TEST_CASE("ClassSampler is deterministic per (seed, epoch); epochs and seeds dif
     }
   }
   CHECK(compared > 30);
+}
+
+TEST_CASE("Class samplers made again from their runs plan the same epochs; bad runs are refused", "[class]") {
+  ConfigRng g(6060);
+  for (int trial = 0; trial < 150; ++trial) {
+    const ClassConfig c = random_config(g);
+    INFO(c.describe());
+    cs::ClassSampler a = c.sampler();
+    const cs::ClassRunTable runs = a.runs();
+    CHECK(runs.n_obs == c.n_obs());
+    CHECK(runs.n_classes == a.n_classes());
+    REQUIRE(runs.codes.size() == runs.runs.size());
+    for (std::size_t i = 0; i < runs.runs.size(); ++i) {
+      CHECK(runs.runs[i].size() >= c.options.chunk_size);
+      CHECK(weight_of(c.weights, runs.codes[i]) > 0);
+      for (std::int64_t row = runs.runs[i].start; row < runs.runs[i].stop; ++row)
+        CHECK(c.codes[static_cast<std::size_t>(row)] == runs.codes[i]);
+    }
+    cs::ClassSampler b(runs, c.options);
+    CHECK(b.fingerprint() == a.fingerprint());
+    CHECK(b.runs().runs == runs.runs);
+    CHECK(b.runs().codes == runs.codes);
+    CHECK(b.runs().runs_hash == runs.runs_hash);
+    for (int e = 0; e < 2; ++e) CHECK(support::epoch(b, c.n_obs()) == support::epoch(a, c.n_obs()));
+    // Another seed and no mask: as if made from the codes with them.
+    cs::ClassOptions other = c.options;
+    other.seed = c.options.seed + 1;
+    other.mask = std::nullopt;
+    cs::ClassSampler from_codes(c.codes, other);
+    cs::ClassSampler from_runs(runs, other);
+    CHECK(from_runs.fingerprint() == from_codes.fingerprint());
+    CHECK(support::epoch(from_runs, c.n_obs()) == support::epoch(from_codes, c.n_obs()));
+    // WeightedClassSampler keeps the same runs.
+    const cs::WeightedClassOptions weighted = cs::weighted_options_of(c.options, cs::Composition::stratified);
+    cs::WeightedClassSampler w(c.codes, weighted);
+    cs::WeightedClassSampler w_again(w.runs(), weighted);
+    CHECK(w_again.fingerprint() == w.fingerprint());
+    CHECK(support::epoch(w_again, c.n_obs()) == support::epoch(w, c.n_obs()));
+  }
+
+  const std::vector<std::int32_t> codes = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2};
+  const cs::ClassOptions options{
+      .chunk_size = 2, .preload_nchunks = 1, .batch_size = 2, .num_samples = 8, .class_weights = {1.0, 1.0, 0.0}};
+  const cs::ClassRunTable good = cs::ClassSampler(codes, options).runs();
+  REQUIRE(good.runs == std::vector<cs::Slice>{{0, 4}, {4, 8}});
+  REQUIRE(good.codes == std::vector<std::int32_t>{0, 1});
+  const auto refused = [&](const auto& edit, const std::string& part) {
+    cs::ClassRunTable bad = good;
+    edit(bad);
+    CHECK_THROWS_WITH(cs::ClassSampler(bad, options), Catch::Contains(part));
+  };
+  refused([](cs::ClassRunTable& t) { t.runs[1] = {3, 8}; }, "overlap");
+  refused([](cs::ClassRunTable& t) { t.runs[1] = {4, 5}; }, "hold chunk_size (2)");
+  refused([](cs::ClassRunTable& t) { t.runs[1] = {6, 11}; }, "must lie in [0, n_obs = 10)");
+  refused([](cs::ClassRunTable& t) { t.codes[1] = 2; }, "whose weight is 0");
+  refused([](cs::ClassRunTable& t) { t.codes[1] = 3; }, "codes[1] (3) must be in [0, n_classes = 3)");
+  refused([](cs::ClassRunTable& t) { t.n_classes = 4; }, "match class_weights");
+  refused([](cs::ClassRunTable& t) { t.codes.pop_back(); }, "1 codes for 2 runs");
+  refused([](cs::ClassRunTable& t) { t.runs = {{4, 8}, {0, 4}}, t.codes = {0, 0}; }, "must follow");
+  CHECK_THROWS_AS(cs::ClassSampler(good, cs::ClassOptions{.chunk_size = 2, .preload_nchunks = 1, .batch_size = 2}),
+                  cs::ConfigError);
 }
 
 TEST_CASE("ClassSampler: fingerprints tell configurations apart", "[class]") {

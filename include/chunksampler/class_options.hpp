@@ -2,10 +2,12 @@
 #pragma once
 
 // The options of the class samplers: `ClassOptions` (ClassSampler's), `WeightedClassOptions`
-// (WeightedClassSampler's: the same fields and `composition`) and the conversions between them.
+// (WeightedClassSampler's: the same fields and `composition`), the conversions between them, and
+// `ClassRunTable`, the runs a class sampler keeps of its codes, from which it can be made again.
 
 #include <chunksampler/ranges.hpp>
 #include <chunksampler/rng.hpp>
+#include <chunksampler/slice.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -88,5 +90,21 @@ struct WeightedClassOptions {
           .class_weights = options.class_weights,
           .composition = composition};
 }
+
+/// The runs a class sampler keeps of its codes (those of the classes with a positive weight, at
+/// least `chunk_size` long) and what its fingerprint needs of the rest: what `runs()` returns and
+/// the constructor from runs takes, to make a sampler again without its codes (a pickled one's,
+/// or one with another mask or seed). A table is tied to the `chunk_size` and `class_weights` of
+/// the sampler it came from; the constructor checks it against its options.
+///
+///     const cs::ClassRunTable runs = sampler.runs();   // O(runs), not O(codes)
+///     cs::ClassSampler again(runs, options);             // the same epochs and fingerprint
+struct ClassRunTable {
+  std::int64_t n_obs = 0;                ///< the number of codes scanned
+  std::int64_t n_classes = 0;            ///< class codes `0..n_classes-1`
+  std::uint64_t runs_hash = 0;           ///< a hash of every run of the codes, kept or not
+  std::vector<std::int32_t> codes = {};  ///< each kept run's class code
+  std::vector<Slice> runs = {};          ///< the kept runs, disjoint, each class's in row order
+};
 
 }  // namespace chunksampler

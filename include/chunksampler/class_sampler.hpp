@@ -5,7 +5,7 @@
 // in <chunksampler/class_options.hpp>; the members it shares with WeightedClassSampler, declared in
 // `detail::ClassSamplerBase`, in <chunksampler/detail/class_sampler_base.hpp>: `batch_size`, `chunk_size`,
 // `preload_nchunks`, `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
-// `fingerprint`, `validate`, `epoch_size` and `with_shard`; `rng` of `SamplerBase`
+// `runs`, `fingerprint`, `validate`, `epoch_size` and `with_shard`; `rng` of `SamplerBase`
 // (<chunksampler/sampler_base.hpp>); and `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state` and `restore` of `EpochDriver` (<chunksampler/epoch_driver.hpp>).
 
@@ -69,6 +69,11 @@ class ClassSampler : public detail::ClassSamplerBase<ClassSampler, ClassPlan> {
       : ClassSamplerBase(std::span<const std::ranges::range_value_t<Codes>>(std::ranges::data(codes),
                                                                             std::ranges::size(codes)),
                          options) {}
+
+  /// Makes again, without its codes, the sampler `runs` came from (`runs()` of a sampler of the
+  /// same `chunk_size` and `class_weights`; the mask and seed may differ): the same epochs and
+  /// fingerprint. Checks `options`, then the runs against them; throws `ConfigError`.
+  ClassSampler(const ClassRunTable& runs, const ClassOptions& options) : ClassSamplerBase(runs, options) {}
 
   /// The plan of epoch `epoch` over `n_obs` observations: any request computable alone.
   [[nodiscard]] ClassPlan plan(std::int64_t n_obs, std::uint64_t epoch) const {

@@ -5,7 +5,7 @@
 // declared below (its options, `WeightedClassOptions` and `Composition`, are in
 // <chunksampler/class_options.hpp>); those it shares with ClassSampler, declared in `detail::ClassSamplerBase`
 // (<chunksampler/detail/class_sampler_base.hpp>): `batch_size`, `chunk_size`, `preload_nchunks`,
-// `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`,
+// `drop_last`, `num_samples`, `class_weights`, `n_classes`, `replacement`, `shuffle`, `mask`, `runs`,
 // `validate`, `epoch_size` and `with_shard`; `rng` of `SamplerBase`
 // (<chunksampler/sampler_base.hpp>); and `sample`, `n_batches`, `n_batches_left`, `epoch`,
 // `set_epoch`, `state` and `restore` of `EpochDriver` (<chunksampler/epoch_driver.hpp>).
@@ -74,6 +74,12 @@ class WeightedClassSampler : public detail::ClassSamplerBase<WeightedClassSample
                                                                             std::ranges::size(codes)),
                          checked(options)),
         composition_(options.composition) {}
+
+  /// Makes again, without its codes, the sampler `runs` came from (`runs()` of a sampler of the
+  /// same `chunk_size` and `class_weights`; the mask and seed may differ): the same epochs and
+  /// fingerprint. Checks `options`, then the runs against them; throws `ConfigError`.
+  WeightedClassSampler(const ClassRunTable& runs, const WeightedClassOptions& options)
+      : ClassSamplerBase(runs, checked(options)), composition_(options.composition) {}
 
   /// How a request's chunks get their classes.
   [[nodiscard]] Composition composition() const noexcept { return composition_; }

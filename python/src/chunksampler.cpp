@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The private module chunksampler._chunksampler: the C++ samplers with Python types. It
-// translates types and nothing else; every rule, check and number comes from the C++ library.
+// The private module chunksampler._chunksampler: the C++ samplers with Python types, one class
+// per sampler type (RandomSampler, ..., DistributedRandomSampler, ...), each copied and pickled
+// by its C++ object. It translates types and nothing else; every rule, check and number comes
+// from the C++ library.
 // The public names live in the plain Python modules beside it (chunksampler/_samplers.py).
 
 #include <chunksampler/class_sampler.hpp>
@@ -31,26 +33,21 @@
 #include <cstring>
 #include <exception>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 namespace nb = nanobind;
 namespace cs = chunksampler;
 
 namespace {
-
-using AnySampler =
-    std::variant<cs::RandomSampler, cs::SequentialSampler, cs::ClassSampler, cs::WeightedClassSampler,
-                 cs::MixtureSampler, cs::DistributedSampler<cs::RandomSampler>,
-                 cs::DistributedSampler<cs::SequentialSampler>, cs::DistributedSampler<cs::ClassSampler>,
-                 cs::DistributedSampler<cs::WeightedClassSampler>, cs::DistributedSampler<cs::MixtureSampler>>;
 
 // Whether `S` is a DistributedSampler of one of the plain samplers.
 template <class S>
@@ -303,66 +300,57 @@ class RequestArrays : public EpochIterator {
   CachedView starts_, stops_, positions_, batches_;
 };
 
-// Any of the bound samplers behind one Python type; each method forwards to the C++ one.
-class Sampler {
+// One bound sampler: the C++ sampler and where the last sample()'s iterator stands. Each C++
+// sampler type is its own Python class (def_sampler below binds what they share, Kind<S> what
+// only S has). A copy copies the sampler and the progress; no two share anything that changes.
+template <class S>
+class Bound {
  public:
-  explicit Sampler(AnySampler sampler) : sampler_(std::move(sampler)) {}
+  explicit Bound(S sampler) : sampler_(std::move(sampler)) {}
+  Bound(const Bound& other) : sampler_(other.sampler_), progress_(std::make_shared<Progress>(*other.progress_)) {}
+  Bound(Bound&&) noexcept = default;
+  Bound& operator=(const Bound&) = delete;
+  Bound& operator=(Bound&&) = delete;
+  ~Bound() = default;
 
-  [[nodiscard]] const AnySampler& get() const noexcept { return sampler_; }
-  [[nodiscard]] AnySampler& get() noexcept { return sampler_; }
+  [[nodiscard]] const S& get() const noexcept { return sampler_; }
+  [[nodiscard]] S& get() noexcept { return sampler_; }
 
   template <class Iterator>
   Iterator sample(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) {
-    return std::visit(
-        [&](auto& s) {
-          const cs::WorkerInfo info = worker_of(worker, num_workers);
-          auto range = s.sample(n_obs, info);
-          // Counted from the epoch's start: a pending restore's batches are already behind us.
-          const std::int64_t before = range.batches_before();
-          progress_ = std::make_shared<Progress>(
-              Progress{.since = Progress::Since::sample, .batches_done = before, .whole = before + range.n_batches()});
-          std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
-          return Iterator(std::move(source), progress_);
-        },
-        sampler_);
+    auto range = sampler_.sample(n_obs, worker_of(worker, num_workers));
+    // Counted from the epoch's start: a pending restore's batches are already behind us.
+    const std::int64_t before = range.batches_before();
+    progress_ = std::make_shared<Progress>(
+        Progress{.since = Progress::Since::sample, .batches_done = before, .whole = before + range.n_batches()});
+    std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
+    return Iterator(std::move(source), progress_);
   }
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
-    return std::visit([&](const auto& s) { return s.n_batches(n_obs, worker_of(worker, num_workers)); }, sampler_);
+    return sampler_.n_batches(n_obs, worker_of(worker, num_workers));
   }
   [[nodiscard]] std::int64_t n_batches_left(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
-    return std::visit([&](const auto& s) { return s.n_batches_left(n_obs, worker_of(worker, num_workers)); }, sampler_);
+    return sampler_.n_batches_left(n_obs, worker_of(worker, num_workers));
   }
-  void validate(std::int64_t n_obs) const {
-    std::visit([&](const auto& s) { s.validate(n_obs); }, sampler_);
-  }
+  void validate(std::int64_t n_obs) const { sampler_.validate(n_obs); }
   void set_epoch(std::uint64_t epoch) {
-    std::visit([&](auto& s) { s.set_epoch(epoch); }, sampler_);
+    sampler_.set_epoch(epoch);
     progress_ = std::make_shared<Progress>();
   }
-  [[nodiscard]] std::uint64_t epoch() const {
-    return std::visit([](const auto& s) { return s.epoch(); }, sampler_);
-  }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return sampler_.epoch(); }
 
   // The state after `batches_done` batches of the current epoch; by default after the batches
   // the last sample()'s iterator has yielded.
   [[nodiscard]] std::string state(std::optional<std::int64_t> batches_done) const {
-    const std::int64_t done = batches_done.value_or(progress_->batches_done);
-    return std::visit([&](const auto& s) { return s.state(done).to_string(); }, sampler_);
+    return sampler_.state(batches_done.value_or(progress_->batches_done)).to_string();
   }
-  void restore(const std::string& text) {
-    const cs::SamplerState state = cs::SamplerState::parse(text);
-    std::visit([&](auto& s) { s.restore(state); }, sampler_);
-    progress_ =
-        std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
-  }
+  void restore(const std::string& text) { restore_state(cs::SamplerState::parse(text)); }
   // The batches of the requests the last sample()'s iterator has yielded, counted from the
   // epoch's start (what state() records without an argument).
   [[nodiscard]] std::int64_t batches_yielded() const noexcept { return progress_->batches_done; }
   // The state text where the next sample() begins: a pending restore's point, else the start of
   // the next epoch.
-  [[nodiscard]] std::string next_state() const {
-    return std::visit([](const auto& s) { return s.next_state().to_string(); }, sampler_);
-  }
+  [[nodiscard]] std::string next_state() const { return sampler_.next_state().to_string(); }
   // "start" (no sample() since construction, set_epoch or restore), "restore", "sample" (the last
   // sample()'s iterator has batches left) or "end" (it has yielded them all: the next sample()
   // plays the next epoch from its start, as after "start").
@@ -375,29 +363,40 @@ class Sampler {
     return "start";
   }
 
+  // A copy at this sampler's point: after `batches_done` batches of the current epoch if given,
+  // else where the last sample()'s iterator stands (or the restore pending); between epochs, at
+  // the start of the next. What a copy or a pickle continues from.
+  [[nodiscard]] Bound at(std::optional<std::int64_t> batches_done) const {
+    Bound out(sampler_);
+    const std::string_view where = since();
+    if (batches_done || where == "restore" || where == "sample")
+      out.restore_state(sampler_.state(batches_done.value_or(progress_->batches_done)));
+    else out.set_epoch(sampler_.epoch());
+    return out;
+  }
+  // Where at(None) stands, for pickling: ("epoch", n) between epochs, else ("state", text).
+  [[nodiscard]] nb::tuple position() const {
+    const std::string_view where = since();
+    if (where == "restore" || where == "sample") return nb::make_tuple("state", state(std::nullopt));
+    return nb::make_tuple("epoch", sampler_.epoch());
+  }
+  void move_to(const nb::tuple& position) {
+    const auto kind = nb::cast<std::string>(position[0]);
+    if (kind == "epoch") set_epoch(nb::cast<std::uint64_t>(position[1]));
+    else if (kind == "state") restore(nb::cast<std::string>(position[1]));
+    else throw nb::value_error("chunksampler: a pickled position is ('epoch', n) or ('state', text)");
+  }
+
  private:
-  AnySampler sampler_;
+  void restore_state(const cs::SamplerState& state) {
+    sampler_.restore(state);
+    progress_ =
+        std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
+  }
+
+  S sampler_;
   std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
 };
-
-// `f` applied to the plain sampler (or the one a DistributedSampler wraps).
-template <class F>
-auto visit_plain(const Sampler& sampler, F&& f) {
-  return std::visit([&](const auto& s) { return f(plain_of(s)); }, sampler.get());
-}
-
-// The distributed sampler's extra members, for the samplers it may wrap.
-template <class F>
-auto visit_distributed(const Sampler& sampler, F&& f) {
-  using R = decltype(f(std::declval<const cs::DistributedSampler<cs::RandomSampler>&>()));
-  return std::visit(
-      [&](const auto& s) -> R {
-        using S = std::decay_t<decltype(s)>;
-        if constexpr (is_distributed<S>) return f(s);
-        else throw nb::type_error("chunksampler: not a DistributedSampler");
-      },
-      sampler.get());
-}
 
 // The Python exception class `name` of chunksampler._errors (imported when first needed, so the
 // classes stay plain Python a reader can open).
@@ -433,52 +432,392 @@ void translate(const std::exception_ptr& p, void*) {
 template <class Code>
 using CodesOf = nb::ndarray<const Code, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-// A ClassSampler or WeightedClassSampler over `codes`, scanned without the GIL.
-template <class S, class Code, class Options>
-Sampler class_sampler(const CodesOf<Code>& codes, const Options& options) {
-  const std::span<const Code> view(codes.data(), codes.shape(0));
-  nb::gil_scoped_release release;
-  return Sampler(S(view, options));
+// A class sampler's kept runs as Python passes them: (n_obs, n_classes, runs_hash, an (n, 3)
+// int64 array of (start, stop, code) rows), as `runs` returns them.
+using RunsArray = nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using PyRuns = std::tuple<std::int64_t, std::int64_t, std::uint64_t, RunsArray>;
+
+cs::ClassRunTable table_of(const PyRuns& runs) {
+  const auto& [n_obs, n_classes, runs_hash, rows] = runs;
+  if (rows.shape(1) != 3) throw nb::type_error("chunksampler: runs must be an (n, 3) array of (start, stop, code)");
+  cs::ClassRunTable table{.n_obs = n_obs, .n_classes = n_classes, .runs_hash = runs_hash};
+  const std::size_t n = rows.shape(0);
+  table.runs.reserve(n);
+  table.codes.reserve(n);
+  const std::int64_t* row = rows.data();
+  for (std::size_t i = 0; i < n; ++i, row += 3) {
+    table.runs.push_back(cs::Slice{row[0], row[1]});
+    // Out of int32's range: -1, which the C++ check refuses by its index.
+    table.codes.push_back(
+        row[2] < 0 || row[2] > std::numeric_limits<std::int32_t>::max() ? -1 : static_cast<std::int32_t>(row[2]));
+  }
+  return table;
 }
 
-template <class Code>
-void def_class_sampler(nb::module_& m) {
-  m.def(
-      "class_sampler",
-      [](const CodesOf<Code>& codes, std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size,
-         bool drop_last, std::optional<PyMask> mask, std::uint64_t seed, std::int64_t num_samples,
-         std::vector<double> class_weights) {
-        return class_sampler<cs::ClassSampler>(codes, cs::ClassOptions{.chunk_size = chunk_size,
-                                                                       .preload_nchunks = preload_nchunks,
-                                                                       .batch_size = batch_size,
-                                                                       .drop_last = drop_last,
-                                                                       .mask = ranges_of(mask),
-                                                                       .seed = seed,
-                                                                       .num_samples = num_samples,
-                                                                       .class_weights = std::move(class_weights)});
-      },
-      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
-      nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"),
-      "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).");
-  m.def(
-      "weighted_class_sampler",
-      [](const CodesOf<Code>& codes, std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size,
-         bool drop_last, std::optional<PyMask> mask, std::uint64_t seed, std::int64_t num_samples,
-         std::vector<double> class_weights, cs::Composition composition) {
-        return class_sampler<cs::WeightedClassSampler>(
-            codes, cs::WeightedClassOptions{.chunk_size = chunk_size,
-                                            .preload_nchunks = preload_nchunks,
-                                            .batch_size = batch_size,
-                                            .drop_last = drop_last,
-                                            .mask = ranges_of(mask),
-                                            .seed = seed,
-                                            .num_samples = num_samples,
-                                            .class_weights = std::move(class_weights),
-                                            .composition = composition});
-      },
-      nb::arg("codes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
-      nb::arg("mask").none(), nb::arg("seed"), nb::arg("num_samples"), nb::arg("class_weights"), nb::arg("composition"),
-      "A C++ WeightedClassSampler over one class code per observation (int8, int16, int32 or int64).");
+nb::tuple py_runs(const cs::ClassRunTable& table) {
+  const std::size_t n = table.runs.size();
+  auto* data = new std::int64_t[n == 0 ? 3 : 3 * n];
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
+  for (std::size_t i = 0; i < n; ++i) {
+    data[3 * i] = table.runs[i].start;
+    data[3 * i + 1] = table.runs[i].stop;
+    data[3 * i + 2] = table.codes[i];
+  }
+  nb::object rows = nb::cast(nb::ndarray<nb::numpy, std::int64_t, nb::ndim<2>>(data, {n, 3}, owner));
+  return nb::make_tuple(table.n_obs, table.n_classes, table.runs_hash, rows);
+}
+
+// What each sampler type binds beyond the shared members: its constructor (keyword arguments,
+// the names of options()), its options as a dict of those keywords, and its own properties.
+template <class S>
+struct Kind;
+
+template <>
+struct Kind<cs::RandomSampler> {
+  static constexpr const char* name = "RandomSampler";
+  static nb::dict options(const cs::RandomSampler& s) {
+    nb::dict d;
+    d["chunk_size"] = s.chunk_size();
+    d["preload_nchunks"] = s.preload_nchunks();
+    d["batch_size"] = s.batch_size();
+    d["drop_last"] = s.drop_last();
+    d["mask"] = py_mask(s.mask());
+    d["seed"] = s.rng().seed();
+    d["replacement"] = s.replacement();
+    d["num_samples"] = s.num_samples();
+    d["grid_starts"] = s.grid_starts();
+    return d;
+  }
+  static void def(nb::class_<Bound<cs::RandomSampler>>& cls) {
+    cls.def(
+           "__init__",
+           [](Bound<cs::RandomSampler>* self, std::int64_t chunk_size, std::int64_t preload_nchunks,
+              std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask, std::uint64_t seed, bool replacement,
+              std::optional<std::int64_t> num_samples, bool grid_starts) {
+             new (self) Bound(cs::RandomSampler({.chunk_size = chunk_size,
+                                                 .preload_nchunks = preload_nchunks,
+                                                 .batch_size = batch_size,
+                                                 .drop_last = drop_last,
+                                                 .mask = ranges_of(mask),
+                                                 .seed = seed,
+                                                 .replacement = replacement,
+                                                 .num_samples = num_samples,
+                                                 .grid_starts = grid_starts}));
+           },
+           nb::kw_only(), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+           nb::arg("drop_last") = false, nb::arg("mask").none() = nb::none(), nb::arg("seed") = cs::default_seed,
+           nb::arg("replacement") = false, nb::arg("num_samples").none() = nb::none(), nb::arg("grid_starts") = false,
+           "A C++ RandomSampler.")
+        .def_prop_ro("replacement", [](const Bound<cs::RandomSampler>& b) { return b.get().replacement(); })
+        .def_prop_ro("grid_starts", [](const Bound<cs::RandomSampler>& b) { return b.get().grid_starts(); })
+        .def_prop_ro("num_samples", [](const Bound<cs::RandomSampler>& b) { return b.get().num_samples(); });
+  }
+};
+
+template <>
+struct Kind<cs::SequentialSampler> {
+  static constexpr const char* name = "SequentialSampler";
+  static nb::dict options(const cs::SequentialSampler& s) {
+    nb::dict d;
+    d["chunk_size"] = s.chunk_size();
+    d["preload_nchunks"] = s.preload_nchunks();
+    d["batch_size"] = s.batch_size();
+    d["drop_last"] = s.drop_last();
+    d["mask"] = py_mask(s.mask());
+    return d;
+  }
+  static void def(nb::class_<Bound<cs::SequentialSampler>>& cls) {
+    cls.def(
+        "__init__",
+        [](Bound<cs::SequentialSampler>* self, std::int64_t chunk_size, std::int64_t preload_nchunks,
+           std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask) {
+          new (self) Bound(cs::SequentialSampler({.chunk_size = chunk_size,
+                                                  .preload_nchunks = preload_nchunks,
+                                                  .batch_size = batch_size,
+                                                  .drop_last = drop_last,
+                                                  .mask = ranges_of(mask)}));
+        },
+        nb::kw_only(), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+        nb::arg("drop_last") = false, nb::arg("mask").none() = nb::none(), "A C++ SequentialSampler.");
+  }
+};
+
+// ClassSampler's and WeightedClassSampler's options; `composition` only the weighted one's.
+template <class Options>
+Options class_options(std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last,
+                      const std::optional<PyMask>& mask, std::uint64_t seed, std::int64_t num_samples,
+                      std::vector<double> class_weights) {
+  return {.chunk_size = chunk_size,
+          .preload_nchunks = preload_nchunks,
+          .batch_size = batch_size,
+          .drop_last = drop_last,
+          .mask = ranges_of(mask),
+          .seed = seed,
+          .num_samples = num_samples,
+          .class_weights = std::move(class_weights)};
+}
+
+template <class S>
+nb::dict class_options_dict(const S& s) {
+  nb::dict d;
+  d["runs"] = py_runs(s.runs());
+  d["chunk_size"] = s.chunk_size();
+  d["preload_nchunks"] = s.preload_nchunks();
+  d["batch_size"] = s.batch_size();
+  d["drop_last"] = s.drop_last();
+  d["mask"] = py_mask(s.mask());
+  d["seed"] = s.rng().seed();
+  d["num_samples"] = s.num_samples();
+  d["class_weights"] = s.class_weights();
+  return d;
+}
+
+// A class sampler's constructors: from the codes of one integer type (scanned without the GIL),
+// or from the runs of another's `runs`; then its own properties.
+template <class S, class Options, class... Extra>
+struct ClassKind {
+  template <class Code>
+  static void def_codes(nb::class_<Bound<S>>& cls, const char* doc, auto... extra_args) {
+    cls.def(
+        "__init__",
+        [](Bound<S>* self, const CodesOf<Code>& codes, std::int64_t chunk_size, std::int64_t preload_nchunks,
+           std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask, std::uint64_t seed,
+           std::int64_t num_samples, std::vector<double> class_weights, Extra... extra) {
+          Options options = class_options<Options>(chunk_size, preload_nchunks, batch_size, drop_last, mask, seed,
+                                                   num_samples, std::move(class_weights));
+          set_extra(options, extra...);
+          const std::span<const Code> view(codes.data(), codes.shape(0));
+          nb::gil_scoped_release release;
+          new (self) Bound(S(view, options));
+        },
+        nb::arg("codes"), nb::kw_only(), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+        nb::arg("drop_last") = false, nb::arg("mask").none() = nb::none(), nb::arg("seed") = cs::default_seed,
+        nb::arg("num_samples"), nb::arg("class_weights") = std::vector<double>{}, extra_args..., doc);
+  }
+  static void def(nb::class_<Bound<S>>& cls, const char* codes_doc, const char* runs_doc, auto... extra_args) {
+    def_codes<std::int8_t>(cls, codes_doc, extra_args...);
+    def_codes<std::int16_t>(cls, codes_doc, extra_args...);
+    def_codes<std::int32_t>(cls, codes_doc, extra_args...);
+    def_codes<std::int64_t>(cls, codes_doc, extra_args...);
+    cls.def(
+           "__init__",
+           [](Bound<S>* self, const PyRuns& runs, std::int64_t chunk_size, std::int64_t preload_nchunks,
+              std::int64_t batch_size, bool drop_last, std::optional<PyMask> mask, std::uint64_t seed,
+              std::int64_t num_samples, std::vector<double> class_weights, Extra... extra) {
+             Options options = class_options<Options>(chunk_size, preload_nchunks, batch_size, drop_last, mask, seed,
+                                                      num_samples, std::move(class_weights));
+             set_extra(options, extra...);
+             new (self) Bound(S(table_of(runs), options));
+           },
+           nb::kw_only(), nb::arg("runs"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+           nb::arg("drop_last") = false, nb::arg("mask").none() = nb::none(), nb::arg("seed") = cs::default_seed,
+           nb::arg("num_samples"), nb::arg("class_weights") = std::vector<double>{}, extra_args..., runs_doc)
+        .def_prop_ro("num_samples", [](const Bound<S>& b) { return b.get().num_samples(); })
+        .def_prop_ro("class_weights", [](const Bound<S>& b) { return b.get().class_weights(); })
+        .def_prop_ro("n_classes", [](const Bound<S>& b) { return b.get().n_classes(); })
+        .def_prop_ro(
+            "n_obs", [](const Bound<S>& b) { return b.get().runs().n_obs; }, "The number of codes scanned.")
+        .def_prop_ro(
+            "runs", [](const Bound<S>& b) { return py_runs(b.get().runs()); },
+            "(n_obs, n_classes, runs_hash, rows): the kept runs as (start, stop, code) rows, what the constructor "
+            "from runs takes.");
+  }
+
+ private:
+  static void set_extra(Options&) {}
+  static void set_extra(Options& options, cs::Composition composition) { options.composition = composition; }
+};
+
+template <>
+struct Kind<cs::ClassSampler> {
+  static constexpr const char* name = "ClassSampler";
+  static nb::dict options(const cs::ClassSampler& s) { return class_options_dict(s); }
+  static void def(nb::class_<Bound<cs::ClassSampler>>& cls) {
+    ClassKind<cs::ClassSampler, cs::ClassOptions>::def(
+        cls, "A C++ ClassSampler over one class code per observation (int8, int16, int32 or int64).",
+        "A C++ ClassSampler from the runs of another's `runs` (no codes).");
+  }
+};
+
+template <>
+struct Kind<cs::WeightedClassSampler> {
+  static constexpr const char* name = "WeightedClassSampler";
+  static nb::dict options(const cs::WeightedClassSampler& s) {
+    nb::dict d = class_options_dict(s);
+    d["composition"] = s.composition();
+    return d;
+  }
+  static void def(nb::class_<Bound<cs::WeightedClassSampler>>& cls) {
+    ClassKind<cs::WeightedClassSampler, cs::WeightedClassOptions, cs::Composition>::def(
+        cls, "A C++ WeightedClassSampler over one class code per observation (int8, int16, int32 or int64).",
+        "A C++ WeightedClassSampler from the runs of another's `runs` (no codes).",
+        nb::arg("composition") = cs::Composition::independent);
+    cls.def_prop_ro("composition", [](const Bound<cs::WeightedClassSampler>& b) { return b.get().composition(); });
+  }
+};
+
+template <class S>
+void update_weights(Bound<S>& b, std::vector<double> weights, std::optional<double> temperature) {
+  if (temperature) b.get().update_weights(std::move(weights), *temperature);
+  else b.get().update_weights(std::move(weights));
+}
+
+template <>
+struct Kind<cs::MixtureSampler> {
+  static constexpr const char* name = "MixtureSampler";
+  static nb::dict options(const cs::MixtureSampler& s) {
+    nb::dict d;
+    d["sizes"] = s.sizes();
+    d["chunk_size"] = s.chunk_size();
+    d["preload_nchunks"] = s.preload_nchunks();
+    d["batch_size"] = s.batch_size();
+    d["drop_last"] = s.drop_last();
+    d["seed"] = s.rng().seed();
+    d["num_samples"] = s.num_samples();
+    d["weights"] = s.weights();
+    d["temperature"] = s.temperature();
+    return d;
+  }
+  static void def(nb::class_<Bound<cs::MixtureSampler>>& cls) {
+    cls.def(
+           "__init__",
+           [](Bound<cs::MixtureSampler>* self, std::vector<std::int64_t> sizes, std::int64_t chunk_size,
+              std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last, std::uint64_t seed,
+              std::optional<std::int64_t> num_samples, std::vector<double> weights, double temperature) {
+             new (self) Bound(cs::MixtureSampler(std::move(sizes), {.chunk_size = chunk_size,
+                                                                    .preload_nchunks = preload_nchunks,
+                                                                    .batch_size = batch_size,
+                                                                    .drop_last = drop_last,
+                                                                    .seed = seed,
+                                                                    .num_samples = num_samples,
+                                                                    .weights = std::move(weights),
+                                                                    .temperature = temperature}));
+           },
+           nb::kw_only(), nb::arg("sizes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"),
+           nb::arg("drop_last") = false, nb::arg("seed") = cs::default_seed, nb::arg("num_samples").none() = nb::none(),
+           nb::arg("weights") = std::vector<double>{}, nb::arg("temperature") = 1.0,
+           "A C++ MixtureSampler over datasets laid end to end.")
+        .def_prop_ro("sizes", [](const Bound<cs::MixtureSampler>& b) { return b.get().sizes(); })
+        .def_prop_ro("weights", [](const Bound<cs::MixtureSampler>& b) { return b.get().weights(); })
+        .def_prop_ro("temperature", [](const Bound<cs::MixtureSampler>& b) { return b.get().temperature(); })
+        .def_prop_ro("num_samples", [](const Bound<cs::MixtureSampler>& b) { return b.get().num_samples(); })
+        .def("update_weights", &update_weights<cs::MixtureSampler>, nb::arg("weights"),
+             nb::arg("temperature").none() = nb::none(), "New weights (and temperature) for later epochs.");
+  }
+};
+
+template <class S>
+struct Kind<cs::DistributedSampler<S>> {
+  static nb::dict options(const cs::DistributedSampler<S>& d) {
+    nb::dict out;
+    out["sampler"] = nb::cast(Bound<S>(d.sampler()));
+    out["rank"] = d.rank();
+    out["world_size"] = d.world_size();
+    out["enforce_equal_batches"] = d.options().enforce_equal_batches;
+    out["mode"] = d.options().mode;
+    out["remainder"] = d.options().remainder;
+    return out;
+  }
+  static void def(nb::class_<Bound<cs::DistributedSampler<S>>>& cls) {
+    using B = Bound<cs::DistributedSampler<S>>;
+    cls.def(
+           "__init__",
+           [](B* self, const Bound<S>& sampler, std::int64_t rank, std::int64_t world_size, bool enforce_equal_batches,
+              cs::ShardMode mode, cs::Remainder remainder) {
+             new (self) B(cs::DistributedSampler<S>(
+                 sampler.get(), cs::DistInfo{.rank = rank, .world_size = world_size},
+                 {.enforce_equal_batches = enforce_equal_batches, .mode = mode, .remainder = remainder}));
+           },
+           nb::arg("sampler"), nb::kw_only(), nb::arg("rank"), nb::arg("world_size"),
+           nb::arg("enforce_equal_batches") = true, nb::arg("mode") = cs::ShardMode::contiguous,
+           nb::arg("remainder") = cs::Remainder::drop, "A C++ DistributedSampler wrapping a copy of `sampler`.")
+        .def_prop_ro("rank", [](const B& b) { return b.get().rank(); })
+        .def_prop_ro("world_size", [](const B& b) { return b.get().world_size(); })
+        .def_prop_ro("enforce_equal_batches", [](const B& b) { return b.get().options().enforce_equal_batches; })
+        .def_prop_ro("mode", [](const B& b) { return b.get().options().mode; })
+        .def_prop_ro("remainder", [](const B& b) { return b.get().options().remainder; })
+        .def_prop_ro(
+            "sampler", [](const B& b) { return Bound<S>(b.get().sampler()); },
+            "A copy of the wrapped sampler (its weights as updated here).")
+        .def(
+            "shard", [](const B& b, std::int64_t n_obs) { return py_mask(b.get().shard(n_obs)); }, nb::arg("n_obs"),
+            "The observations this rank reads in the next epoch (contiguous mode), or all ranks together (global).");
+    if constexpr (std::is_same_v<S, cs::MixtureSampler>)
+      cls.def("update_weights", &update_weights<cs::DistributedSampler<S>>, nb::arg("weights"),
+              nb::arg("temperature").none() = nb::none(),
+              "The wrapped MixtureSampler's new weights (and temperature).");
+  }
+};
+
+// The members every sampler type shares, then its own (Kind<S>::def).
+template <class S>
+void def_sampler(nb::module_& m, const char* name, const char* doc) {
+  using B = Bound<S>;
+  nb::class_<B> cls(m, name, doc);
+  Kind<S>::def(cls);
+  cls.def("sample", &B::template sample<Requests>, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
+          "The requests of the next epoch (worker `worker` of `num_workers`'s share); moves to the epoch after.")
+      .def("sample_arrays", &B::template sample<RequestArrays>, nb::arg("n_obs"), nb::arg("worker"),
+           nb::arg("num_workers"), "As sample(), each request as arrays.")
+      .def("n_batches", &B::n_batches, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
+           "Batches one epoch over `n_obs` observations yields, counted from its start.")
+      .def("n_batches_left", &B::n_batches_left, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
+           "Batches the next sample() yields: n_batches less a pending restore's batches_done.")
+      .def("validate", &B::validate, nb::arg("n_obs"), "Raises ConfigError if an epoch cannot be served.")
+      .def("set_epoch", &B::set_epoch, nb::arg("epoch"), "Pins the next sample() to `epoch`.")
+      .def("state", &B::state, nb::arg("batches_done").none(),
+           "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
+      .def("restore", &B::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
+      .def("next_state", &B::next_state,
+           "The state text where the next sample() begins: a pending restore's, else the next epoch's start.")
+      .def("at", &B::at, nb::arg("batches_done").none() = nb::none(),
+           "A copy at this sampler's point: after `batches_done` batches if given, else where the last sample() "
+           "stands (a restore pending); between epochs, at the next one's start.")
+      .def(
+          "options", [](const B& b) { return Kind<S>::options(b.get()); },
+          "The constructor's keyword arguments that make this sampler again (at epoch 0).")
+      .def("__copy__", [](const B& b) { return B(b); })
+      .def(
+          "__deepcopy__", [](const B& b, nb::handle) { return B(b); }, nb::arg("memo"))
+      .def(
+          "__getstate__", [](const B& b) { return nb::make_tuple(Kind<S>::options(b.get()), b.position()); },
+          "(options, position): the options, and ('epoch', n) or ('state', text) where at() stands.")
+      .def(
+          "__setstate__",
+          [](B& self, const nb::tuple& state) {
+            const nb::object made = nb::type<B>()(**nb::borrow<nb::dict>(state[0]));
+            B& from = nb::cast<B&>(made);
+            new (&self) B(from);
+            self.move_to(nb::borrow<nb::tuple>(state[1]));
+          },
+          nb::arg("state"))
+      .def_prop_ro("since", &B::since,
+                   "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
+      .def_prop_ro("epoch", &B::epoch, "The epoch the next sample() plays.")
+      .def_prop_ro("batches_yielded", &B::batches_yielded,
+                   "The batches of the requests the last sample() has yielded, from the epoch's start.")
+      .def_prop_ro("batch_size", [](const B& b) { return plain_of(b.get()).batch_size(); })
+      .def_prop_ro("chunk_size", [](const B& b) { return plain_of(b.get()).chunk_size(); })
+      .def_prop_ro("preload_nchunks", [](const B& b) { return plain_of(b.get()).preload_nchunks(); })
+      .def_prop_ro("drop_last", [](const B& b) { return plain_of(b.get()).drop_last(); })
+      .def_prop_ro("shuffle", [](const B& b) { return plain_of(b.get()).shuffle(); })
+      .def_prop_ro(
+          "mask", [](const B& b) { return py_mask(plain_of(b.get()).mask()); },
+          "[(start, stop or None), ...], or None for all of [0, n_obs).")
+      .def_prop_ro(
+          "seed", [](const B& b) { return plain_of(b.get()).rng().seed(); },
+          "The seed every random choice descends from.")
+      .def_prop_ro(
+          "fingerprint", [](const B& b) { return b.get().fingerprint(); },
+          "A hash of every setting that shapes the epochs (the seed aside), as states carry it.");
+}
+
+template <class S>
+void def_plain_and_distributed(nb::module_& m, const char* doc) {
+  def_sampler<S>(m, Kind<S>::name, doc);
+  static const std::string distributed = std::string("Distributed") + Kind<S>::name;
+  def_sampler<cs::DistributedSampler<S>>(m, distributed.c_str(),
+                                         "A C++ DistributedSampler of the sampler type its name ends with.");
 }
 
 // A categorical column as Python passes it: its name, its codes (a 1-D int8, int16, int32 or
@@ -570,168 +909,12 @@ NB_MODULE(_chunksampler, m) {
                               "One epoch's load requests as (starts, stops, positions, offsets) int64 arrays "
                               "viewing the epoch's buffers, valid until the next request.");
 
-  nb::class_<Sampler>(m, "Sampler", "A C++ sampler, plain or distributed.")
-      .def("sample", &Sampler::sample<Requests>, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
-           "The requests of the next epoch (worker `worker` of `num_workers`'s share); moves to the epoch after.")
-      .def("sample_arrays", &Sampler::sample<RequestArrays>, nb::arg("n_obs"), nb::arg("worker"),
-           nb::arg("num_workers"), "As sample(), each request as arrays.")
-      .def("n_batches", &Sampler::n_batches, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
-           "Batches one epoch over `n_obs` observations yields, counted from its start.")
-      .def("n_batches_left", &Sampler::n_batches_left, nb::arg("n_obs"), nb::arg("worker"), nb::arg("num_workers"),
-           "Batches the next sample() yields: n_batches less a pending restore's batches_done.")
-      .def("validate", &Sampler::validate, nb::arg("n_obs"), "Raises ConfigError if an epoch cannot be served.")
-      .def("set_epoch", &Sampler::set_epoch, nb::arg("epoch"), "Pins the next sample() to `epoch`.")
-      .def("state", &Sampler::state, nb::arg("batches_done").none(),
-           "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
-      .def("restore", &Sampler::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
-      .def("next_state", &Sampler::next_state,
-           "The state text where the next sample() begins: a pending restore's, else the next epoch's start.")
-      .def_prop_ro("since", &Sampler::since,
-                   "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
-      .def_prop_ro("epoch", &Sampler::epoch, "The epoch the next sample() plays.")
-      .def_prop_ro("batches_yielded", &Sampler::batches_yielded,
-                   "The batches of the requests the last sample() has yielded, from the epoch's start.")
-      .def_prop_ro("batch_size",
-                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.batch_size(); }); })
-      .def_prop_ro("chunk_size",
-                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.chunk_size(); }); })
-      .def_prop_ro("preload_nchunks",
-                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.preload_nchunks(); }); })
-      .def_prop_ro("drop_last",
-                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.drop_last(); }); })
-      .def_prop_ro("shuffle",
-                   [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.shuffle(); }); })
-      .def_prop_ro(
-          "mask", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return py_mask(p.mask()); }); },
-          "[(start, stop or None), ...], or None for all of [0, n_obs).")
-      .def_prop_ro(
-          "seed", [](const Sampler& s) { return visit_plain(s, [](const auto& p) { return p.rng().seed(); }); },
-          "The seed every random choice descends from.")
-      .def_prop_ro(
-          "fingerprint",
-          [](const Sampler& s) { return std::visit([](const auto& x) { return x.fingerprint(); }, s.get()); },
-          "A hash of every setting that shapes the epochs (the seed aside), as states carry it.")
-      .def_prop_ro("rank",
-                   [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.rank(); }); })
-      .def_prop_ro("world_size",
-                   [](const Sampler& s) { return visit_distributed(s, [](const auto& d) { return d.world_size(); }); })
-      .def(
-          "shard",
-          [](const Sampler& s, std::int64_t n_obs) {
-            return visit_distributed(s, [&](const auto& d) { return py_mask(d.shard(n_obs)); });
-          },
-          nb::arg("n_obs"),
-          "The observations this rank reads in the next epoch (contiguous mode), or all ranks together (global).")
-      .def(
-          "update_weights",
-          [](Sampler& s, std::vector<double> weights, std::optional<double> temperature) {
-            std::visit(
-                [&](auto& x) {
-                  using S = std::decay_t<decltype(x)>;
-                  if constexpr (std::is_same_v<S, cs::MixtureSampler> ||
-                                std::is_same_v<S, cs::DistributedSampler<cs::MixtureSampler>>) {
-                    if (temperature) x.update_weights(std::move(weights), *temperature);
-                    else x.update_weights(std::move(weights));
-                  } else {
-                    throw nb::type_error("chunksampler: update_weights is a MixtureSampler's");
-                  }
-                },
-                s.get());
-          },
-          nb::arg("weights"), nb::arg("temperature").none(), "A MixtureSampler's new weights (and temperature).")
-      .def_prop_ro(
-          "mixture",
-          [](const Sampler& s) {
-            return visit_plain(s, [](const auto& p) {
-              using P = std::decay_t<decltype(p)>;
-              if constexpr (std::is_same_v<P, cs::MixtureSampler>) return std::make_pair(p.weights(), p.temperature());
-              else throw nb::type_error("chunksampler: not a MixtureSampler");
-              return std::make_pair(std::vector<double>{}, 0.0);
-            });
-          },
-          "A MixtureSampler's (weights, temperature).")
-      .def_prop_ro(
-          "composition",
-          [](const Sampler& s) {
-            return visit_plain(s, [](const auto& p) {
-              using P = std::decay_t<decltype(p)>;
-              if constexpr (std::is_same_v<P, cs::WeightedClassSampler>) return p.composition();
-              else throw nb::type_error("chunksampler: not a WeightedClassSampler");
-              return cs::Composition::independent;
-            });
-          },
-          "A WeightedClassSampler's composition.");
-
-  m.def(
-      "random_sampler",
-      [](std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last,
-         std::optional<PyMask> mask, std::uint64_t seed, bool replacement, std::optional<std::int64_t> num_samples,
-         bool grid_starts) {
-        return Sampler(cs::RandomSampler({.chunk_size = chunk_size,
-                                          .preload_nchunks = preload_nchunks,
-                                          .batch_size = batch_size,
-                                          .drop_last = drop_last,
-                                          .mask = ranges_of(mask),
-                                          .seed = seed,
-                                          .replacement = replacement,
-                                          .num_samples = num_samples,
-                                          .grid_starts = grid_starts}));
-      },
-      nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
-      nb::arg("mask").none(), nb::arg("seed"), nb::arg("replacement"), nb::arg("num_samples").none(),
-      nb::arg("grid_starts") = false, "A C++ RandomSampler.");
-  m.def(
-      "sequential_sampler",
-      [](std::int64_t chunk_size, std::int64_t preload_nchunks, std::int64_t batch_size, bool drop_last,
-         std::optional<PyMask> mask) {
-        return Sampler(cs::SequentialSampler({.chunk_size = chunk_size,
-                                              .preload_nchunks = preload_nchunks,
-                                              .batch_size = batch_size,
-                                              .drop_last = drop_last,
-                                              .mask = ranges_of(mask)}));
-      },
-      nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
-      nb::arg("mask").none(), "A C++ SequentialSampler.");
-  def_class_sampler<std::int8_t>(m);
-  def_class_sampler<std::int16_t>(m);
-  def_class_sampler<std::int32_t>(m);
-  def_class_sampler<std::int64_t>(m);
-  m.def(
-      "mixture_sampler",
-      [](std::vector<std::int64_t> sizes, std::int64_t chunk_size, std::int64_t preload_nchunks,
-         std::int64_t batch_size, bool drop_last, std::uint64_t seed, std::optional<std::int64_t> num_samples,
-         std::vector<double> weights, double temperature) {
-        return Sampler(cs::MixtureSampler(std::move(sizes), {.chunk_size = chunk_size,
-                                                             .preload_nchunks = preload_nchunks,
-                                                             .batch_size = batch_size,
-                                                             .drop_last = drop_last,
-                                                             .seed = seed,
-                                                             .num_samples = num_samples,
-                                                             .weights = std::move(weights),
-                                                             .temperature = temperature}));
-      },
-      nb::arg("sizes"), nb::arg("chunk_size"), nb::arg("preload_nchunks"), nb::arg("batch_size"), nb::arg("drop_last"),
-      nb::arg("seed"), nb::arg("num_samples").none(), nb::arg("weights"), nb::arg("temperature"),
-      "A C++ MixtureSampler over datasets laid end to end.");
-  m.def(
-      "distributed_sampler",
-      [](const Sampler& sampler, std::int64_t rank, std::int64_t world_size, bool enforce_equal_batches,
-         cs::ShardMode mode, cs::Remainder remainder) {
-        const cs::DistInfo info{.rank = rank, .world_size = world_size};
-        const cs::DistributedOptions options{.enforce_equal_batches = enforce_equal_batches,
-                                             .mode = mode,
-                                             .remainder = remainder};
-        return std::visit(
-            [&](const auto& s) -> Sampler {
-              using S = std::decay_t<decltype(s)>;
-              if constexpr (is_distributed<S>)
-                throw nb::type_error("chunksampler: a DistributedSampler cannot wrap another DistributedSampler");
-              else return Sampler(cs::DistributedSampler<S>(s, info, options));
-            },
-            sampler.get());
-      },
-      nb::arg("sampler"), nb::arg("rank"), nb::arg("world_size"), nb::arg("enforce_equal_batches"), nb::arg("mode"),
-      nb::arg("remainder"), "A C++ DistributedSampler wrapping a copy of `sampler`.");
+  def_plain_and_distributed<cs::RandomSampler>(m, "A C++ RandomSampler.");
+  def_plain_and_distributed<cs::SequentialSampler>(m, "A C++ SequentialSampler.");
+  def_plain_and_distributed<cs::ClassSampler>(m, "A C++ ClassSampler (made from codes or from another's runs).");
+  def_plain_and_distributed<cs::WeightedClassSampler>(
+      m, "A C++ WeightedClassSampler (made from codes or from another's runs).");
+  def_plain_and_distributed<cs::MixtureSampler>(m, "A C++ MixtureSampler over datasets laid end to end.");
   m.def(
       "state_fields",
       [](const std::string& text) {

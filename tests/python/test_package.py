@@ -20,9 +20,10 @@ def test_ships_typing_marker_and_stub():
     package = Path(chunksampler.__file__).parent
     assert (package / "py.typed").is_file()
     stub = (package / "_chunksampler.pyi").read_text()
-    assert "class Sampler" in stub and "def random_sampler" in stub
+    assert "class RandomSampler" in stub and "class DistributedMixtureSampler" in stub
     assert "def split_mask" in stub and "def check_disjoint" in stub
-    assert "def weighted_class_sampler" in stub and "class Composition" in stub
+    assert "class WeightedClassSampler" in stub and "class Composition" in stub
+    assert "def __getstate__" in stub and "def __copy__" in stub
 
 
 def test_every_public_name_has_a_docstring():

@@ -101,6 +101,17 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     return budget_.value_or(*config_.num_samples);
   }
 
+  /// The runs this sampler keeps and its codes' count and hash: what the constructor from runs
+  /// takes to make it again without the codes. O(runs).
+  [[nodiscard]] ClassRunTable runs() const {
+    ClassRunTable out{.n_obs = n_obs_, .n_classes = n_classes_, .runs_hash = runs_hash_};
+    for (const ClassRuns& c : table_->classes) {
+      out.codes.insert(out.codes.end(), c.runs.size(), c.code);
+      out.runs.insert(out.runs.end(), c.runs.begin(), c.runs.end());
+    }
+    return out;
+  }
+
   /// A copy that samples only `shard.mask` (runs clipped to each of its ranges), on the stream
   /// `rng().spawn(shard.stream)`, whose epochs hold `shard.budget` positions; a mask past the
   /// codes or without a chunk of a sampled class is refused when the copy is planned.
@@ -124,6 +135,18 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     check_config();
     scan(codes);
     // The mask over the codes, refused now if it does not fit them or holds no chunk.
+    scope_ = scope_of_mask();
+    (void)checked_scope(n_obs_);
+  }
+
+  /// Checks `config`, then `runs` (from `runs()` of a sampler of the same `chunk_size` and
+  /// `class_weights`) against it; throws `ConfigError` for runs that overlap, leave the codes, are
+  /// shorter than `chunk_size` or belong to a class without a positive weight, or a mask that
+  /// holds no chunk.
+  ClassSamplerBase(const ClassRunTable& runs, const ClassOptions& config)
+      : SamplerBase<Derived, Plan>(config.seed), config_(config) {
+    check_config();
+    adopt(runs);
     scope_ = scope_of_mask();
     (void)checked_scope(n_obs_);
   }
@@ -237,6 +260,56 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     runs_hash_ = hash;
     auto table = std::make_shared<ClassTable>();
     table->chunk_size = chunk;
+    table->classes.reserve(kept.size());
+    for (auto& entry : kept) table->classes.push_back(std::move(entry.second));
+    table_ = std::move(table);
+  }
+
+  // Takes the runs of another sampler's scan, checked as the scan would have kept them.
+  void adopt(const ClassRunTable& t) {
+    const std::vector<double>& weights = config_.class_weights;
+    if (t.n_obs < 0 || t.n_obs > max_size)
+      throw_config("{}: runs: n_obs ({}) must be in [0, 2^62]", Derived::name, t.n_obs);
+    if (t.n_classes < 0 || t.n_classes > std::int64_t{std::numeric_limits<std::int32_t>::max()} + 1 ||
+        (!weights.empty() && t.n_classes != std::ssize(weights)))
+      throw_config("{}: runs: n_classes ({}) must be in [0, 2^31] and match class_weights ({} entries)", Derived::name,
+                   t.n_classes, weights.size());
+    if (t.codes.size() != t.runs.size())
+      throw_config("{}: runs: {} codes for {} runs; each run needs one", Derived::name, t.codes.size(), t.runs.size());
+    std::map<std::int32_t, ClassRuns> kept;
+    std::vector<Slice> sorted;
+    sorted.reserve(t.runs.size());
+    for (std::size_t i = 0; i < t.runs.size(); ++i) {
+      const std::int32_t code = t.codes[i];
+      const Slice run = t.runs[i];
+      if (code < 0 || code >= t.n_classes)
+        throw_config("{}: runs: codes[{}] ({}) must be in [0, n_classes = {})", Derived::name, i, code, t.n_classes);
+      if (run.start < 0 || run.stop > t.n_obs || run.size() < config_.chunk_size)
+        throw_config("{}: runs: runs[{}] {} must lie in [0, n_obs = {}) and hold chunk_size ({}) observations",
+                     Derived::name, i, range_text(run), t.n_obs, config_.chunk_size);
+      const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
+      if (weight <= 0)
+        throw_config("{}: runs: runs[{}] is of class {}, whose weight is 0: such runs are not kept", Derived::name, i,
+                     code);
+      ClassRuns& c = kept[code];
+      if (c.runs.empty()) c = {.code = code, .weight = weight, .runs = {}, .prefix = {0}};
+      else if (run.start < c.runs.back().stop)
+        throw_config("{}: runs: runs[{}] {} must follow its class's previous run {}", Derived::name, i, range_text(run),
+                     range_text(c.runs.back()));
+      c.runs.push_back(run);
+      c.prefix.push_back(c.prefix.back() + run.size() - config_.chunk_size + 1);
+      sorted.push_back(run);
+    }
+    std::ranges::sort(sorted, {}, &Slice::start);
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i].start < sorted[i - 1].stop)
+        throw_config("{}: runs: the runs {} and {} overlap", Derived::name, range_text(sorted[i - 1]),
+                     range_text(sorted[i]));
+    n_obs_ = t.n_obs;
+    n_classes_ = t.n_classes;
+    runs_hash_ = t.runs_hash;
+    auto table = std::make_shared<ClassTable>();
+    table->chunk_size = config_.chunk_size;
     table->classes.reserve(kept.size());
     for (auto& entry : kept) table->classes.push_back(std::move(entry.second));
     table_ = std::move(table);
