@@ -135,6 +135,24 @@ class BlockSampler {
   std::vector<cs::Shard>* shard_log_;
 };
 
+/// BlockSampler's plans and nothing else: no `sample`, `n_batches` or epochs, which a
+/// DistributedSampler over it drives.
+class BlockSource {
+ public:
+  explicit BlockSource(BlockSampler plans) : plans_(std::move(plans)) {}
+
+  [[nodiscard]] std::int64_t batch_size() const { return plans_.batch_size(); }
+  [[nodiscard]] bool shuffle() const { return plans_.shuffle(); }
+  [[nodiscard]] std::optional<cs::Slice> mask() const { return plans_.mask(); }
+  [[nodiscard]] std::int64_t epoch_size(std::int64_t n_obs) const { return plans_.epoch_size(n_obs); }
+  [[nodiscard]] BlockPlan plan(std::int64_t n_obs, std::uint64_t epoch) const { return plans_.plan(n_obs, epoch); }
+  [[nodiscard]] BlockSource with_shard(const cs::Shard& shard) const { return BlockSource(plans_.with_shard(shard)); }
+  [[nodiscard]] std::uint64_t fingerprint() const { return plans_.fingerprint(); }
+
+ private:
+  BlockSampler plans_;
+};
+
 // --- near misses: EpochPlan ------------------------------------------------------------------
 
 /// All of EpochPlan but max_positions and fill.
@@ -399,9 +417,10 @@ TEST_CASE("near misses do not satisfy the concepts", "[concepts]") {
   STATIC_REQUIRE_FALSE(cs::Plannable<NoMask>);
   STATIC_REQUIRE_FALSE(cs::DistributableSampler<NoMask>);
 
+  // Epochs are not asked for: the DistributedSampler drives them.
   STATIC_REQUIRE(cs::Plannable<EpochIsInt>);
   STATIC_REQUIRE_FALSE(cs::HasEpochs<EpochIsInt>);
-  STATIC_REQUIRE_FALSE(cs::DistributableSampler<EpochIsInt>);
+  STATIC_REQUIRE(cs::DistributableSampler<EpochIsInt>);
 
   STATIC_REQUIRE(cs::Sampler<NotCopyable>);
   STATIC_REQUIRE(cs::HasEpochs<NotCopyable>);
@@ -537,6 +556,37 @@ TEST_CASE("a user-defined sampler with its own EpochPlan can be distributed", "[
     REQUIRE(t.batches.back().size() == 2);
     cs::DistributedSampler dist(base, cs::DistInfo{.rank = 1, .world_size = 2});
     REQUIRE_THROWS_AS(dist.n_batches(-1), std::invalid_argument);
+  }
+}
+
+TEST_CASE("a source of plans alone, without sample() or epochs, can be distributed", "[concepts]") {
+  STATIC_REQUIRE_FALSE(cs::Sampler<BlockSource>);
+  STATIC_REQUIRE_FALSE(cs::HasEpochs<BlockSource>);
+  STATIC_REQUIRE(cs::DistributableSampler<BlockSource>);
+  STATIC_REQUIRE(cs::Sampler<cs::DistributedSampler<BlockSource>>);
+
+  constexpr std::int64_t n_obs = 105;
+  for (const cs::ShardMode mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
+    for (std::int64_t rank = 0; rank < 3; ++rank) {
+      INFO("mode " << static_cast<int>(mode) << ", rank " << rank);
+      const cs::DistInfo info{.rank = rank, .world_size = 3};
+      cs::DistributedSampler from_source(BlockSource(BlockSampler(10, cs::Slice{5, 100})), info, {.mode = mode});
+      cs::DistributedSampler from_sampler(BlockSampler(10, cs::Slice{5, 100}), info, {.mode = mode});
+      REQUIRE(from_source.epoch() == 0);
+      REQUIRE(from_source.n_batches(n_obs) == from_sampler.n_batches(n_obs));
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        const Trained a = train(from_source.sample(n_obs));
+        const Trained b = train(from_sampler.sample(n_obs));
+        REQUIRE_FALSE(a.batches.empty());
+        REQUIRE(a.batches == b.batches);
+      }
+      REQUIRE(from_source.epoch() == 2);
+      // the driver's state and restore work over the source alone
+      const cs::SamplerState start = from_source.next_state();
+      const Trained again = train(from_source.sample(n_obs));
+      from_source.restore(start);
+      REQUIRE(train(from_source.sample(n_obs)).batches == again.batches);
+    }
   }
 }
 

@@ -264,8 +264,22 @@ TEST_CASE("DistributedSampler epochs: deterministic, advancing, replayable", "[d
   b.set_epoch(1);
   CHECK(b.epoch() == 1);
   CHECK(support::epoch(b, 2000) == a1);
-  // The distributed sampler keeps the epoch; the wrapped copy stays as it was wrapped.
+  // The distributed sampler keeps the epoch; the wrapped copy keeps settings, not a position.
   CHECK(b.sampler().epoch() == 0);
+
+  // Wrapping a sampler mid-way: the DistributedSampler starts at its epoch; the copy it keeps is
+  // reset (epoch 0, no pending restore).
+  cs::RandomSampler played = base;
+  played.set_epoch(3);
+  (void)support::epoch(played, 2000);
+  played.restore(played.next_state());  // a restore pending at epoch 4's start
+  cs::DistributedSampler wrapped(played, cs::DistInfo{.rank = 2, .world_size = 4});
+  CHECK(wrapped.epoch() == 4);
+  CHECK(wrapped.sampler().epoch() == 0);
+  CHECK(wrapped.sampler().next_state() == base.next_state());
+  cs::DistributedSampler d(base, cs::DistInfo{.rank = 2, .world_size = 4});
+  d.set_epoch(4);
+  CHECK(support::epoch(wrapped, 2000) == support::epoch(d, 2000));
 
   // Same seed, other rank with an equally sized shard: different order.
   cs::DistributedSampler other(base, cs::DistInfo{.rank = 1, .world_size = 4});

@@ -132,7 +132,8 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
   DistributedSampler(const S& sampler, F&& dist_info, DistributedOptions options = {})
       : DistributedSampler(sampler, static_cast<DistInfo>(std::forward<F>(dist_info)()), options) {}
 
-  /// Wraps a copy of `sampler` for the rank and world size in `info`.
+  /// Wraps a copy of `sampler` for the rank and world size in `info`; starts at `sampler`'s epoch
+  /// where it has epochs, else at epoch 0.
   DistributedSampler(const S& sampler, DistInfo info, DistributedOptions options = {})
       : sampler_(sampler), info_(info), options_(options) {
     if (info_.world_size < 1 || info_.world_size > detail::max_size)
@@ -140,7 +141,12 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
     if (info_.rank < 0 || info_.rank >= info_.world_size)
       detail::throw_config("DistributedSampler: rank ({}) must be in [0, world_size) = [0, {})", info_.rank,
                            info_.world_size);
-    this->set_epoch(sampler_.epoch());
+    if constexpr (HasEpochs<S>) {
+      this->set_epoch(sampler_.epoch());
+      // The position is this sampler's from here on: the copy keeps its settings only, not an
+      // epoch or a pending restore that nothing would read.
+      sampler_.set_epoch(0);
+    }
   }
 
   /// This process's rank.
@@ -149,8 +155,9 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
   [[nodiscard]] std::int64_t world_size() const noexcept { return info_.world_size; }
   /// The options given at construction.
   [[nodiscard]] const DistributedOptions& options() const noexcept { return options_; }
-  /// The wrapped copy, read-only (its mask is the whole job's range, not this rank's shard; its
-  /// epoch is not this sampler's). To change its weights, call `update_weights` here.
+  /// The wrapped copy, read-only: the settings of every rank's plans (its mask is the whole job's
+  /// range, not this rank's shard). Its own position is reset, at epoch 0 with no pending restore:
+  /// this sampler's is the one that counts. To change its weights, call `update_weights` here.
   [[nodiscard]] const S& sampler() const noexcept { return sampler_; }
   /// Changes the wrapped sampler's weights (as `MixtureSampler::update_weights`, keeping its
   /// temperature), where it has them; call it on every rank alike, between epochs. They shape

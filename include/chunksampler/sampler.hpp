@@ -83,13 +83,18 @@ concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs,
   { s.fingerprint() } -> std::convertible_to<std::uint64_t>;
 };
 
-/// A sampler `DistributedSampler` can wrap.
+/// What `DistributedSampler` can wrap: a source of plans. It need not drive epochs itself
+/// (`sample`, `set_epoch`, states): the `DistributedSampler` does, with the plans it asks for. The
+/// library's samplers are such sources and samplers at once; a wrapped sampler that has epochs
+/// starts the `DistributedSampler` at its own.
 ///
-/// Semantic requirements, beyond those of `Sampler`:
+/// Semantic requirements:
 ///  1. `mask()` is the observations the sampler covers; `std::nullopt` means `[0, n_obs)`.
 ///  2. `epoch_size(n_obs)` is the positions an epoch holds before `drop_last` (a fixed sample
 ///     budget, or the mask's size).
-///  3. `plan(n_obs, e)` is epoch `e` as an `EpochPlan`; `sample(n_obs)` yields the batches of
+///  3. `plan(n_obs, e)` is epoch `e` as an `EpochPlan`; it and `epoch_size(n_obs)` throw
+///     `std::invalid_argument` for an `n_obs` the sampler cannot serve. Where the type is also a
+///     `Sampler` with epochs, `sample(n_obs)` yields the batches of
 ///     `plan(n_obs, epoch())` in order, then moves to `epoch() + 1`.
 ///  4. `with_shard(shard)` returns a copy that reads only the part of its data `shard.mask`
 ///     designates (the observations of `shard.mask` itself for a sampler over rows; a
@@ -99,6 +104,6 @@ concept Plannable = requires(const S& s, const Shard& shard, std::int64_t n_obs,
 ///     positions per epoch, and keeps the epoch. It leaves `*this` unchanged.
 ///  5. `fingerprint()` hashes every setting that shapes an epoch.
 template <class S>
-concept DistributableSampler = Sampler<S> && std::copy_constructible<S> && HasEpochs<S> && Plannable<S>;
+concept DistributableSampler = HasBatchSize<S> && HasShuffle<S> && std::copy_constructible<S> && Plannable<S>;
 
 }  // namespace chunksampler

@@ -129,7 +129,8 @@ class DistributedSampler(_Sampler):
 
     @property
     def sampler(self) -> RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler:
-        """A copy of the wrapped sampler as it was when this one was made (with weights updated here)."""
+        """A copy of the wrapped sampler's settings (with weights updated here), at epoch 0: the
+        position in the epochs is this sampler's."""
         return self._wrapped
 
     @property

@@ -921,6 +921,7 @@ NB_MODULE(_chunksampler, m) {
         const cs::SamplerState state = cs::SamplerState::parse(text);
         nb::dict fields;
         fields["fingerprint"] = state.fingerprint();
+        fields["order_generation"] = state.order_generation();
         fields["seed"] = state.seed();
         fields["epoch"] = state.epoch();
         fields["n_obs"] = state.n_obs();
