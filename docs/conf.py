@@ -70,7 +70,7 @@ nitpick_ignore_regex = [
     # Namespaces, which the C++ domain has no objects for.
     ("cpp:identifier", r"chunksampler(::dist|::torch)?"),
     # Private aliases of unions in the integrations' signatures; each docstring says what it takes.
-    ("py:class", r"_AnySampler|_SamplerArg|_Base|DistInfo|chunksampler\.scvi\._Epochs"),
+    ("py:class", r"AnySampler|_SamplerArg|_Base|DistInfo|chunksampler\.scvi\._Epochs"),
 ]
 
 

@@ -39,47 +39,26 @@ from typing import Any, Union
 import lightning.pytorch as pl
 import torch.utils.data
 
-from ._dist import torch_job
 from ._errors import ConfigError, StateError
-from ._ranks import check_ranks
+from ._integration import (
+    BASES,
+    SAMPLERS,
+    AnySampler,
+    Iteration,
+    check_every_rank,
+    check_sampler,
+    job_ranks,
+    read_state,
+    write_state,
+)
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
-from .torch import _BASES, _SAMPLERS, BatchSampler, _AnySampler
+from .torch import BatchSampler
 
 __all__ = ["ChunkDataLoader", "ChunkDataModule"]
 
 # DataLoader arguments that the chunk sampler decides: the batches, their size and order.
 _SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
-
-
-def _check_sampler(owner: str, sampler: object) -> None:
-    if not isinstance(sampler, _SAMPLERS):
-        hint = (
-            " (a torch sampler belongs in a torch DataLoader, which Lightning shards itself)"
-            if isinstance(sampler, torch.utils.data.Sampler)
-            else ""
-        )
-        raise TypeError(
-            f"{owner}: sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, "
-            f"WeightedClassSampler, MixtureSampler or DistributedSampler, got {type(sampler).__module__}."
-            f"{type(sampler).__qualname__}{hint}"
-        )
-
-
-class _Iteration:
-    """One epoch being handed out: it began ``first`` batches into its epoch of ``total`` batches and
-    has handed ``yielded`` to the loop."""
-
-    __slots__ = ("first", "total", "yielded")
-
-    def __init__(self, first: int, total: int) -> None:
-        self.first = first
-        self.total = total
-        self.yielded = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.first + self.yielded >= self.total
 
 
 class ChunkDataLoader:
@@ -120,13 +99,13 @@ class ChunkDataLoader:
     def __init__(
         self,
         dataset: Any,
-        sampler: _AnySampler,
+        sampler: AnySampler,
         *,
         n_obs: int | None = None,
         equal_batches: bool = True,
         **dataloader_kwargs: Any,
     ) -> None:
-        _check_sampler("ChunkDataLoader", sampler)
+        check_sampler("ChunkDataLoader: sampler", sampler)
         given = sorted(key for key in _SAMPLER_OWNS if key in dataloader_kwargs)
         if given:
             raise ConfigError(
@@ -143,20 +122,23 @@ class ChunkDataLoader:
         self._batch_sampler = BatchSampler(sampler, n_obs)
         self._loader = torch.utils.data.DataLoader(dataset, batch_sampler=self._batch_sampler, **dataloader_kwargs)
         self._equal_batches = bool(equal_batches)
-        self._iteration: _Iteration | None = None
+        # The batch sampler's pass that the current iteration hands out (None until its first batch:
+        # the pass knows where its epoch began), and the batches handed to the loop from it.
+        self._pass: Iteration | None = None
+        self._handed = 0
         # The state load_state_dict() was given, until the next iteration begins from it.
         self._restore: SamplerStateDict | None = None
         self._checked = False
         self._check()
 
     def _check(self) -> None:
-        job = torch_job()
-        if not self._checked and job is not None:
-            check_ranks("ChunkDataLoader", self.sampler, self.n_obs, job=job, equal_batches=self._equal_batches)
-            self._checked = True
+        if not self._checked:
+            self._checked = check_every_rank(
+                "ChunkDataLoader", self.sampler, self.n_obs, equal_batches=self._equal_batches
+            )
 
     @property
-    def sampler(self) -> _AnySampler:
+    def sampler(self) -> AnySampler:
         """The chunk sampler (the object given). Lightning calls its ``set_epoch`` at each epoch's
         start; after ``load_state_dict``, ``set_epoch`` of the restored epoch's number keeps the restore."""
         return self._batch_sampler.sampler
@@ -191,9 +173,9 @@ class ChunkDataLoader:
     def __len__(self) -> int:
         """Batches of the epoch being handed out, or else of the next iteration's epoch, counted from
         the epoch's start (also after ``load_state_dict``, when fewer remain)."""
-        iteration = self._iteration
-        if iteration is not None and not iteration.finished:
-            return iteration.total
+        current = self._pass
+        if current is not None and self._handed < current.total:
+            return current.n_batches
         self._settle_restore()
         return self.sampler.n_batches(self.n_obs, worker=(0, 1))
 
@@ -204,12 +186,13 @@ class ChunkDataLoader:
         self._check()
         self._settle_restore()
         self._restore = None
-        sampler = self.sampler
-        total = sampler.n_batches(self.n_obs, worker=(0, 1))
-        left = sampler.n_batches_left(self.n_obs, worker=(0, 1))
-        self._iteration = iteration = _Iteration(total - left, total)
+        self._pass, self._handed = None, 0
         for batch in self._loader:
-            iteration.yielded += 1
+            if self._pass is None:
+                # The pass this batch came from, which the DataLoader's iterator has begun: it knows
+                # where its epoch began (after a restore, the restored point) and how many it yields.
+                self._pass = self._batch_sampler._iteration
+            self._handed += 1
             yield batch
 
     def _settle_restore(self) -> None:
@@ -237,12 +220,13 @@ class ChunkDataLoader:
         self._settle_restore()
         if self._restore is not None:
             return self._restore
-        iteration = self._iteration
-        # The sampler's own state where no epoch is half handed out: before any iteration, after
-        # set_epoch (the sampler's, as Lightning calls it), or after the epoch's last batch.
-        if iteration is None or iteration.finished or self.sampler._since == "start":
-            return self.sampler.state_dict()
-        return self._batch_sampler.state_dict(batches_done=iteration.yielded)
+        current = self._pass
+        # Where the next iteration begins if none has handed out a batch since the last set_epoch (the
+        # sampler's, as Lightning calls it) or restore; else after the batches handed out, which is the
+        # epoch's end after its last batch.
+        if current is None or self.sampler._since in ("start", "restore"):
+            return self.sampler._next_state()
+        return current.state_dict(self._handed)
 
     def load_state_dict(self, state_dict: SamplerStateDict) -> None:
         """Makes the next iteration hand out exactly the batches that followed ``state_dict`` (from
@@ -255,15 +239,18 @@ class ChunkDataLoader:
             return
         try:
             self._batch_sampler.load_state_dict(state_dict)
+            restored = self.sampler._next_state()
+            # The restored epoch's batches from its start (n_obs and worker checked against the state's).
+            whole = self.sampler.n_batches(self.n_obs, worker=(0, 1))
         except StateError as error:
             raise type(error)(
                 f"ChunkDataLoader.load_state_dict: the state is not one of this loader's sampler (a checkpoint of "
                 f"another configuration, seed, dataset size or world size?): {error}"
             ) from None
-        self._iteration = None
-        if self.sampler.n_batches_left(self.n_obs, worker=(0, 1)) == 0:
+        self._pass = None
+        if restored["batches_done"] >= whole:
             # At its epoch's end: nothing is left of it, so the next iteration plays the next epoch.
-            self._batch_sampler.set_epoch(self.sampler.epoch + 1)
+            self._batch_sampler.set_epoch(restored["epoch"] + 1)
             self._restore = None
         else:
             self._restore = state_dict
@@ -272,7 +259,7 @@ class ChunkDataLoader:
         return f"ChunkDataLoader({self.sampler!r}, n_obs={self.n_obs}, num_workers={self.num_workers})"
 
 
-_SamplerArg = Union[_AnySampler, Callable[[], _AnySampler], None]
+_SamplerArg = Union[AnySampler, Callable[[], AnySampler], None]
 
 
 class ChunkDataModule(pl.LightningDataModule):
@@ -293,10 +280,12 @@ class ChunkDataModule(pl.LightningDataModule):
     ``DistributedSampler`` of your own). ``loader_kwargs`` go to every ``ChunkDataLoader``
     (``num_workers``, ``collate_fn``, ...).
 
-    ``state_dict()`` is ``{"train": <the training loader's state_dict()>}``: the point after the
-    batches handed to the training loop; Lightning saves it in every checkpoint and, on
-    ``Trainer.fit(ckpt_path=...)``, calls ``load_state_dict`` after ``setup()`` and before the first
-    ``train_dataloader()``, which then continues exactly after that point. (Lightning also saves the
+    ``state_dict()`` is ``{"format": "chunksampler.loaders/1", "train": <the training loader's
+    state_dict()>, "world_size": n}``: the point after the batches handed to the training loop, in
+    the envelope every chunksampler data module writes (0.3's ``{"train": ...}`` is read too);
+    Lightning saves it in every checkpoint and, on ``Trainer.fit(ckpt_path=...)``, calls
+    ``load_state_dict`` after ``setup()`` and before the first ``train_dataloader()``, which then
+    continues exactly after that point. (Lightning also saves the
     training loader's own ``state_dict()``, the same point, and offers it back: the loader takes it
     once.) The epoch is set at each epoch's start by Lightning, through the loaders.
     """
@@ -326,7 +315,7 @@ class ChunkDataModule(pl.LightningDataModule):
                 given, missing = ("dataset", "sampler") if sampler is None else ("sampler", "dataset")
                 raise ConfigError(f"ChunkDataModule: {split}_{given} is given without {split}_{missing}")
             if sampler is not None and not callable(sampler):
-                _check_sampler(f"ChunkDataModule: {split}_sampler", sampler)
+                check_sampler(f"ChunkDataModule: {split}_sampler: sampler", sampler)
             if dataset is not None:
                 self._splits[split] = (dataset, sampler)
         given = sorted(key for key in _SAMPLER_OWNS if key in loader_kwargs)
@@ -351,16 +340,14 @@ class ChunkDataModule(pl.LightningDataModule):
     def _where(self) -> tuple[int, int]:
         trainer = self.trainer
         if trainer is None:
-            job = torch_job()
-            return job if job is not None else (0, 1)
+            return job_ranks()
         return trainer.global_rank, trainer.world_size
 
     def _make(self, split: str) -> ChunkDataLoader:
         dataset, sampler = self._splits[split]
-        if callable(sampler) and not isinstance(sampler, _SAMPLERS):
-            sampler = sampler()
-            _check_sampler(f"ChunkDataModule: {split}_sampler()", sampler)
-        if isinstance(sampler, _BASES):
+        if callable(sampler) and not isinstance(sampler, SAMPLERS):
+            sampler = check_sampler(f"ChunkDataModule: {split}_sampler(): sampler", sampler())
+        if isinstance(sampler, BASES):
             rank, world_size = self._where()
             if split == "train":
                 sampler = DistributedSampler(sampler, dist_info=lambda: (rank, world_size))
@@ -394,21 +381,22 @@ class ChunkDataModule(pl.LightningDataModule):
         return self._loader("predict")
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"train": state}``: the training loader's point (``ChunkDataLoader.state_dict``); empty
-        before there is a training loader."""
+        """``{"format": "chunksampler.loaders/1", "train": state, "world_size": n}``: the training
+        loader's point (``ChunkDataLoader.state_dict``) and the ranks it was taken on, in the envelope
+        every chunksampler data module writes; empty before there is a training loader."""
         if "train" in self._loaders:
-            return {"train": self._loaders["train"].state_dict()}
-        return dict(self._pending)
+            return write_state(self._loaders["train"].state_dict())
+        return write_state(self._pending.get("train"))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Makes the training loader continue after ``state_dict["train"]``: at once if it exists (a
         state of another configuration raises ``StateMismatchError`` here, on every rank), else when
-        ``setup("fit")`` makes it."""
-        if not isinstance(state_dict, dict) or set(state_dict) - {"train"}:
-            raise TypeError(f"ChunkDataModule.load_state_dict: expected {{'train': state}}, got {state_dict!r}")
-        if "train" not in state_dict:
+        ``setup("fit")`` makes it. Reads chunksampler 0.3's ``{"train": state}`` too; a format it does
+        not know (a newer chunksampler's) raises ``StateFormatError`` naming it."""
+        train = read_state("ChunkDataModule", state_dict)
+        if train is None:
             return
         if "train" in self._loaders:
-            self._loaders["train"].load_state_dict(state_dict["train"])
+            self._loaders["train"].load_state_dict(train)
         else:
-            self._pending["train"] = state_dict["train"]
+            self._pending["train"] = train

@@ -16,17 +16,19 @@ from typing import Any, Literal
 
 import scvi.dataloaders
 
-from ._dist import DistInfo, torch_job
+from ._dist import DistInfo
 from ._errors import ConfigError, StateFormatError, StateMismatchError
-from ._ranks import check_ranks
+from ._integration import check_every_rank, check_sampler, job_ranks, read_state, write_state
 from ._samplers import ClassSampler, DistributedSampler, RandomSampler, SequentialSampler, WeightedClassSampler
 from ._split import check_disjoint
+from ._types import SamplerStateDict
 
 __all__ = ["AnnbatchDataModule"]
 
+# The samplers it takes: the integrations' bases but MixtureSampler, whose mask scvi-tools' split
+# cannot cut.
 _Base = RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler
-_BASES = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler)
-_FORMAT = "chunksampler.scvi/1"
+_KINDS = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler)
 # What scvi-tools' training mixin passes to set_split when model.train gets neither size.
 _SCVI_DEFAULT_SPLIT = (0.9, None)
 
@@ -71,15 +73,10 @@ def _rows(mask: slice | list[slice], n_obs: int) -> int:
 def _check_sampler(name: str, sampler: object) -> _Base:
     if isinstance(sampler, DistributedSampler):
         raise TypeError(
-            f"{name} must be the sampler a DistributedSampler would wrap, not a DistributedSampler: the data "
-            "module shards it itself once Lightning has started the ranks (dist_info)"
+            f"AnnbatchDataModule: {name} must be the sampler a DistributedSampler would wrap, not a "
+            "DistributedSampler: the data module shards it itself once Lightning has started the ranks (dist_info)"
         )
-    if not isinstance(sampler, _BASES):
-        raise TypeError(
-            f"{name} must be a chunksampler RandomSampler, SequentialSampler, ClassSampler or WeightedClassSampler, "
-            f"got {type(sampler).__module__}.{type(sampler).__qualname__}"
-        )
-    return sampler
+    return check_sampler(f"AnnbatchDataModule: {name}", sampler, _KINDS)  # type: ignore[no-any-return]
 
 
 class _Epochs:
@@ -212,7 +209,8 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         self._train = train
         self._validation = validation
         self._sharded: DistributedSampler | None = None
-        self._pending: dict[str, Any] | None = None
+        # The training state load_state_dict() was given, until the next training epoch begins.
+        self._pending: SamplerStateDict | None = None
         if self._masked:
             self._use_masks()
         else:
@@ -281,7 +279,7 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         if train_size is None and validation_size is None:
             return
         super().set_split(train_size, validation_size, shuffle_set_split, batch_size)
-        self._train = self._train._copy()
+        # The samplers are this module's own copies, which nothing else holds: their masks change in place.
         self._train.mask = self._train_mask
         if self._val_mask is None:
             self._validation = None
@@ -291,7 +289,6 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
                     self._train.chunk_size, self._train.preload_nchunks, self._train.batch_size, mask=self._val_mask
                 )
             else:
-                self._validation = self._validation._copy()
                 self._validation.mask = self._val_mask
         self._set_counts()
 
@@ -301,8 +298,8 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         """The ``dist_info`` the shards are cut with."""
         if self._dist_info is not None:
             return self._dist_info
-        ranks = torch_job()
-        return "torch" if ranks is not None else (lambda: (0, 1))
+        ranks = job_ranks()
+        return lambda: ranks
 
     def _loader(self, sampler: DistributedSampler) -> Any:
         import copy
@@ -316,10 +313,13 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         converts each with ``on_before_batch_transfer``)."""
         sharded = DistributedSampler(self._train, dist_info=self._ranks(), mode=self.mode, remainder=self.remainder)
         sharded.validate(self.dataset.n_obs)
-        self._check_same_sampler_on_every_rank(sharded)
+        # Refuses, on every rank, ranks whose samplers differ in a setting, a seed (a seed drawn from
+        # fresh entropy differs on each), a rank or world size, or a batch count.
+        check_every_rank("AnnbatchDataModule", sharded, self.dataset.n_obs, equal_batches=True)
         if self._pending is not None:
-            # Refuses a state of another configuration now, on every rank, before any batch.
-            sharded._copy().load_state_dict(self._pending["train"])
+            # Refuses a state of another configuration now, on every rank, before any batch; the
+            # first training epoch restores it again (or, for an earlier epoch's, drops it).
+            sharded.load_state_dict(self._pending)
         self._sharded = sharded
         return _Epochs(self, self._loader(sharded), sharded, training=True)
 
@@ -342,28 +342,20 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
             )
         return _Epochs(self, self._loader(sharded), sharded, training=False)
 
-    def _check_same_sampler_on_every_rank(self, sharded: DistributedSampler) -> None:
-        """Refuses, on every rank, ranks whose samplers differ in a setting, a seed (a seed drawn from
-        fresh entropy differs on each), a rank or world size, or a batch count."""
-        ranks = torch_job()
-        if ranks is None:
-            return
-        check_ranks("AnnbatchDataModule", sharded, self.dataset.n_obs, job=ranks, equal_batches=True)
-
     def _begin_train_epoch(self, sampler: DistributedSampler, trainer: Any) -> None:
         """Puts the sampler where Lightning's epoch begins: the restored point of a checkpoint, or
         the start of Lightning's current epoch."""
         epoch, done = _lightning_batches_done(trainer)
         pending, self._pending = self._pending, None
         if pending is not None:
-            saved_epoch, saved_done = pending["train"]["epoch"], pending["train"]["batches_done"]
+            saved_epoch, saved_done = pending["epoch"], pending["batches_done"]
             if saved_epoch == epoch:
                 if saved_done != done:
                     raise StateMismatchError(
                         f"AnnbatchDataModule: the checkpoint's sampler state is {saved_done} batches into epoch "
                         f"{saved_epoch}, but Lightning resumes that epoch after {done}"
                     )
-                sampler.load_state_dict(pending["train"])
+                sampler.load_state_dict(pending)
                 return
             if saved_epoch > epoch:
                 raise StateMismatchError(
@@ -381,47 +373,62 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         """The training sampler's state after the batches Lightning's training loop has finished in
-        its current epoch (``{}`` before training has begun). The state names no rank: each rank's
-        sampler restores it to its own shard."""
+        its current epoch, as ``{"format": "chunksampler.loaders/1", "train": state, "world_size": n}``,
+        the envelope every chunksampler data module writes (``{}`` before training has begun). The
+        state names no rank: each rank's sampler restores it to its own shard."""
         trainer = self.trainer
         sampler = self._sharded
         if trainer is None or sampler is None:
             return {}
-        epoch, done = _lightning_batches_done(trainer)
-        n_obs = self.dataset.n_obs
-        # A fresh copy at that point, whatever the live sampler's iterator (which runs ahead of
-        # training by a request) has yielded.
-        probe = sampler._copy()
-        probe.set_epoch(epoch)
-        if done:
-            total = probe.n_batches(n_obs)
-            if done > total:
+        return write_state(self._train_state(sampler, *_lightning_batches_done(trainer)))
+
+    def _train_state(self, sampler: DistributedSampler, epoch: int, done: int) -> SamplerStateDict:
+        """The state after ``done`` batches of Lightning's epoch ``epoch``, read from where the
+        training sampler stands: no epoch is laid out again, and no sampler is copied but to name the
+        start of an epoch the sampler is not at."""
+        if self._pending is not None:
+            return self._pending  # restored, and Lightning has not begun an epoch since: the same point
+        since, upcoming = sampler._since, sampler.epoch
+        if since in ("sample", "end") and upcoming == epoch + 1:
+            # Lightning's epoch, which the annbatch Loader plays: the point after ``done`` of its
+            # batches, however far the sampler's iterator has read ahead of the Loader (by a request).
+            handed = sampler.state_dict()["batches_done"]  # the batches the Loader has handed on
+            if done > handed:
                 raise ConfigError(
-                    f"AnnbatchDataModule.state_dict: Lightning counts {done} batches in epoch {epoch}, more than its "
-                    f"{total}"
+                    f"AnnbatchDataModule.state_dict: Lightning counts {done} batches in epoch {epoch}, more than the "
+                    f"{handed} its loader has handed out"
                 )
-            probe.sample_arrays(n_obs)
-        return {"format": _FORMAT, "train": probe.state_dict(done), "world_size": sampler.world_size}
+            return sampler.state_dict(done)
+        if done == 0:  # the start of Lightning's epoch, before its first batch
+            if upcoming == epoch and not sampler.restore_pending:
+                return sampler._next_state()
+            start = sampler._copy()  # the live sampler stays where it is
+            start.set_epoch(epoch)
+            return start._next_state()
+        if since == "end" and upcoming == epoch:
+            # Lightning has counted the epoch played as completed but not yet reset its batch count (in
+            # on_train_epoch_start, and after the last epoch): that epoch's end.
+            return sampler.state_dict()
+        raise ConfigError(
+            f"AnnbatchDataModule.state_dict: Lightning counts {done} batches in epoch {epoch}, but the training "
+            f"loader has not begun that epoch (its sampler's next epoch is {upcoming})"
+        )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Makes the next training epoch continue after ``state_dict`` (from ``state_dict()``; Lightning
-        calls this when it restores a checkpoint). Checked against the sampler when
-        ``train_dataloader()`` builds it: another configuration, seed, collection size or world size
-        raises ``StateMismatchError``."""
-        if not isinstance(state_dict, dict) or state_dict.get("format") != _FORMAT:
+        calls this when it restores a checkpoint; chunksampler 0.3's ``chunksampler.scvi/1`` is read
+        too, and a format it does not know, a newer chunksampler's, raises ``StateFormatError`` naming
+        it). Checked against the sampler when ``train_dataloader()`` builds it: another configuration,
+        seed, collection size or world size raises ``StateMismatchError``."""
+        train = read_state("AnnbatchDataModule", state_dict)
+        if train is None:
             raise StateFormatError(
-                f"AnnbatchDataModule.load_state_dict: state_dict must be a dict from AnnbatchDataModule.state_dict() "
-                f"(format {_FORMAT!r}), got {state_dict!r:.200}"
-            )
-        train = state_dict.get("train")
-        if not isinstance(train, dict) or not isinstance(train.get("state"), str):
-            raise StateFormatError(
-                "AnnbatchDataModule.load_state_dict: state_dict['train'] must be a sampler state dict, got "
-                f"{train!r:.200}"
+                f"AnnbatchDataModule.load_state_dict: the state holds no training sampler state, got {state_dict!r:.200}"
             )
         if self._sharded is not None:
+            # Checked on a copy: the live sampler may be serving an epoch.
             self._sharded._copy().load_state_dict(train)
-        self._pending = state_dict
+        self._pending = train
 
     # --- what it serves --------------------------------------------------------------------------
 

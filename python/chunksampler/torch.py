@@ -20,40 +20,11 @@ import torch.utils.data.dataloader
 
 from ._convert import index, optional_index
 from ._errors import ConfigError
-from ._samplers import (
-    ClassSampler,
-    DistributedSampler,
-    MixtureSampler,
-    RandomSampler,
-    SequentialSampler,
-    WeightedClassSampler,
-    _worker,
-)
+from ._integration import AnySampler, Iteration, check_sampler
+from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict
 
 __all__ = ["BatchSampler"]
-
-# The samplers it takes (chunksampler.lightning takes the same): any base, or a DistributedSampler of one.
-_BaseSampler = RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler
-_AnySampler = _BaseSampler | DistributedSampler
-_BASES = (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler)
-_SAMPLERS = (*_BASES, DistributedSampler)
-
-
-class _Iteration:
-    """Where one ``__iter__`` stands: ``first`` batches of its epoch were behind it when it began (a
-    restored point), it yields ``total`` and has yielded ``yielded``; ``ticket`` numbers the
-    ``__iter__`` call that made it, and ``ended`` says its iterator has raised StopIteration."""
-
-    __slots__ = ("ended", "first", "ticket", "total", "yielded")
-
-    def __init__(self, first: int, total: int, ticket: int) -> None:
-        self.first = first
-        self.total = total
-        self.ticket = ticket
-        self.yielded = 0
-        self.ended = False
-
 
 # torch's own DataLoader iterators, whose ``_num_yielded`` counts the batches handed to the training
 # loop (torch 1.13 and 2.x). torchdata's StatefulDataLoader subclasses them, but takes a batch
@@ -101,6 +72,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
     Inside a DataLoader worker (a BatchSampler used there, not as the loader's batch_sampler) the
     iteration is that worker's share, as the sampler's own ``sample()`` is.
 
+    >>> from chunksampler import RandomSampler
     >>> sampler = RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=128, rng=np.random.default_rng(0))
     >>> batches = BatchSampler(sampler, n_obs=1000)
     >>> len(batches), sorted(i for batch in batches for i in batch) == list(range(1000))
@@ -110,7 +82,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
     [128, 104]
     """
 
-    def __init__(self, sampler: _AnySampler, n_obs: int) -> None:
+    def __init__(self, sampler: AnySampler, n_obs: int) -> None:
         # torch's BatchSampler is the base class (its __init__ is not called: the chunk sampler holds
         # the batch size and drop_last) because Lightning's Trainer, under its default
         # use_distributed_sampler=True, rebuilds a DataLoader's batch sampler of that class around its
@@ -123,22 +95,18 @@ class BatchSampler(torch.utils.data.BatchSampler):
                 "chunksampler.lightning.ChunkDataLoader (or ChunkDataModule), which it leaves alone, or set "
                 "Trainer(use_distributed_sampler=False) and keep DistributedSampler(sampler, dist_info='torch')"
             )
-        if not isinstance(sampler, _SAMPLERS):
-            raise TypeError(
-                "sampler must be a chunksampler RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, "
-                f"MixtureSampler or DistributedSampler, got {type(sampler).__name__}"
-            )
+        check_sampler("BatchSampler: sampler", sampler)
         n_obs = index("n_obs", n_obs)
         sampler.validate(n_obs)
         self._sampler = sampler
         self._n_obs = n_obs
-        self._iteration: _Iteration | None = None
+        self._iteration: Iteration | None = None
         self._tickets = 0  # __iter__ calls so far
         # The torch DataLoader iterator that made the latest iterator, if one did: (ticket, weakref).
         self._consumer: tuple[int, Any] | None = None
 
     @property
-    def sampler(self) -> _AnySampler:
+    def sampler(self) -> AnySampler:
         """The chunk sampler (the object given, not a copy)."""
         return self._sampler
 
@@ -173,12 +141,12 @@ class BatchSampler(torch.utils.data.BatchSampler):
     def _play(self, ticket: int) -> Iterator[list[int]]:
         worker = _worker(None)  # the DataLoader worker this process is, else the whole rank
         requests = self._sampler.sample_arrays(self._n_obs, worker=worker)
-        # The epoch knows where it begins (after a restore, at the restored point).
-        self._iteration = iteration = _Iteration(requests.batches_before, requests.n_batches, ticket)
+        # The iterator knows where its epoch begins (after a restore, at the restored point).
+        self._iteration = iteration = Iteration(requests, ticket)
         yield from self._batches(requests, iteration)
         iteration.ended = True
 
-    def _current(self) -> _Iteration | None:
+    def _current(self) -> Iteration | None:
         """The iteration whose next batch is the next one this BatchSampler serves, or None when that
         is the next iteration's first: none has begun since ``set_epoch``/``load_state_dict``, or the
         last one has ended (its iterator raised StopIteration), or a newer iterator was made after it
@@ -209,7 +177,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         return self._sampler._next_state()
 
     @staticmethod
-    def _batches(requests: Iterator[RequestArrays], iteration: _Iteration) -> Iterator[list[int]]:
+    def _batches(requests: Iterator[RequestArrays], iteration: Iteration) -> Iterator[list[int]]:
         for request in requests:
             # One gather and one list per request; the request's arrays are not used after this.
             rows = _rows(request).tolist()
@@ -261,11 +229,11 @@ class BatchSampler(torch.utils.data.BatchSampler):
                 # DataLoader's workers have been sent.
                 if received == iteration.total:
                     return self._next_state()
-                return self._sampler.state_dict(iteration.first + received)
+                return iteration.state_dict(received)
             current = self._current()
             if current is None:
                 return self._next_state()
-            return self._sampler.state_dict(current.first + current.yielded)
+            return current.state_dict(current.yielded)
         # A count from the loop: a prefetching DataLoader may have ended the iterator while the loop
         # still has its last batches to finish, so an ended iteration still counts.
         if iteration is None or iteration.ticket != self._tickets:
@@ -279,7 +247,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
                 f"BatchSampler.state_dict: batches_done ({done}) must be in [0, {iteration.total}], the batches "
                 "of the current iteration"
             )
-        return self._sampler.state_dict(iteration.first + done)
+        return iteration.state_dict(done)
 
     def load_state_dict(self, state_dict: SamplerStateDict) -> None:
         """Makes the next iteration continue exactly after ``state_dict`` (from ``state_dict()`` of a
@@ -289,7 +257,10 @@ class BatchSampler(torch.utils.data.BatchSampler):
         self._iteration = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("_iteration", "_consumer")}
+        # Its own settings, not its whole __dict__: the iteration holds the epoch's C++ iterator, and
+        # so do the records Lightning keeps there of every attribute set (its patched __setattr__,
+        # which outlives a Trainer.fit whose train_dataloader() raised).
+        state: dict[str, Any] = {key: self.__dict__[key] for key in ("_sampler", "_n_obs", "_tickets")}
         # Where the copy's next iteration starts: where this one's current iteration stands (the
         # sampler alone knows only whole requests), or after it has yielded its batches or been
         # left for a newer iterator, at the next epoch's start.

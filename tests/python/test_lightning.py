@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -137,11 +138,28 @@ def test_refuses_what_is_not_a_chunk_sampler_and_the_samplers_own_arguments():
         ChunkDataLoader(range(10), random(), n_obs=0)
 
 
-def test_data_module_wraps_plain_samplers_and_carries_the_training_point():
-    def module():
-        return ChunkDataModule(range(103), random(), val_dataset=range(40),
-                               val_sampler=cs.SequentialSampler(chunk_size=10, preload_nchunks=2, batch_size=5))
+def module():
+    return ChunkDataModule(range(103), random(), val_dataset=range(40),
+                           val_sampler=cs.SequentialSampler(chunk_size=10, preload_nchunks=2, batch_size=5))
 
+
+def test_batch_sampler_pickles_while_lightning_records_its_attributes():
+    """Lightning's Trainer patches BatchSampler's __setattr__ while it makes the loaders, to record every
+    attribute set, and leaves it patched where train_dataloader() raised; a pickle of a BatchSampler
+    partway through an epoch (whose iteration holds the epoch's C++ iterator) still works."""
+    from lightning.fabric.utilities.data import _replace_dunder_methods
+
+    expected = epochs(random, 103, 1)[0]
+    with _replace_dunder_methods(torch.utils.data.BatchSampler):
+        batches = BatchSampler(random(), 103)
+        partway = iter(batches)
+        for _ in range(7):
+            next(partway)
+        copy = pickle.loads(pickle.dumps(batches))
+    assert list(copy) == expected[7:]
+
+
+def test_data_module_wraps_plain_samplers_and_carries_the_training_point():
     data = module()
     assert data.state_dict() == {}
     data.setup("fit")
@@ -162,6 +180,47 @@ def test_data_module_wraps_plain_samplers_and_carries_the_training_point():
     again.train_dataloader().load_state_dict(state["train"])  # Lightning offers the loader's own too
     again.train_dataloader().sampler.set_epoch(0)
     assert [batch.tolist() for batch in again.train_dataloader()] == [batch.tolist() for batch in rest]
+
+
+def test_data_module_state_is_the_one_envelope_and_chunksampler_0_3s_shapes_still_restore():
+    data = module()
+    data.setup("fit")
+    train = data.train_dataloader()
+    handed = iter(train)
+    for _ in range(4):
+        next(handed)
+    state = data.state_dict()
+    assert state == {"format": "chunksampler.loaders/1", "train": train.state_dict(), "world_size": 1}
+    rest = [batch.tolist() for batch in handed]
+    # What 0.3 wrote: ChunkDataModule's unversioned {"train": state}, and scvi's envelope, whose fields
+    # the one envelope kept.
+    for old in ({"train": state["train"]}, {"format": "chunksampler.scvi/1", "train": state["train"], "world_size": 1}):
+        again = module()
+        again.load_state_dict(old)
+        assert again.state_dict() == state  # held until setup("fit"), written in the one envelope
+        again.setup("fit")
+        again.train_dataloader().sampler.set_epoch(0)
+        assert ids(again.train_dataloader()) == rest
+
+
+def test_data_module_refuses_a_format_it_does_not_know_naming_it():
+    train = ChunkDataLoader(range(103), random())
+    next(iter(train))
+    state = train.state_dict()
+    refused = {
+        "chunksampler.loaders/2": r"format 'chunksampler.loaders/2' is unknown \(a newer chunksampler wrote it",
+        "chunksampler.scvi/2": r"format 'chunksampler.scvi/2' is unknown \(it is not a format chunksampler writes\)",
+        "annbatch/1": r"format 'annbatch/1' is unknown .* reads 'chunksampler.loaders/1'",
+    }
+    for tag, message in refused.items():
+        with pytest.raises(cs.StateFormatError, match=rf"ChunkDataModule.load_state_dict: the state's {message}"):
+            module().load_state_dict({"format": tag, "train": state, "world_size": 1})
+    for malformed in ({"format": "chunksampler.loaders/1"}, {"format": "chunksampler.loaders/1", "train": "x"}, None):
+        with pytest.raises(cs.StateFormatError, match="expected {'train': state} under 'format'"):
+            module().load_state_dict(malformed)
+    garbled = {"format": "chunksampler.loaders/1", "train": {**state, "state": "chunksampler-state/99 epoch=0"}}
+    with pytest.raises(cs.StateFormatError, match="99"):
+        module().load_state_dict(garbled)
 
 
 def test_data_module_refuses_half_splits_and_foreign_state():

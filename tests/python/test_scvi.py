@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -45,7 +46,7 @@ TRAIN_READ = range(N_VAL, N_VAL + 3680 // (2 * BATCH) * 2 * BATCH)
 LEFT_OUT = range(TRAIN_READ.stop, N_OBS)
 STEPS_PER_EPOCH = 14
 CHECKPOINT_EVERY, STOP_AFTER = 4, 18  # last checkpoint at step 16: epoch 1, 2 batches in
-STATE_FORMAT = "chunksampler.scvi/1"
+STATE_FORMAT = "chunksampler.loaders/1"
 
 
 def _example_module():
@@ -313,9 +314,80 @@ def test_bad_input_gets_our_errors(work):
                              dist_info=lambda: (0, 2))
     with pytest.raises(cs.ConfigError, match="fewer than the 2 ranks"):
         few.val_dataloader()
-    for bad in ({}, {"format": STATE_FORMAT, "train": "x"}, None):
+    for bad in ({}, {"format": STATE_FORMAT, "train": "x"}, {"format": "chunksampler.scvi/1", "train": {}}, None):
         with pytest.raises(cs.StateFormatError):
             dm.load_state_dict(bad)
+
+
+def lightning_at(epoch: int, batches_done: int) -> SimpleNamespace:
+    """What the data module reads of Lightning's Trainer: the epoch and the batches its training loop
+    has finished in it."""
+    progress = SimpleNamespace(current=SimpleNamespace(processed=batches_done))
+    return SimpleNamespace(current_epoch=epoch, fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)))
+
+
+def module(work: Path) -> AnnbatchDataModule:
+    dm = AnnbatchDataModule(loader(work), batch_key="batch")
+    dm.set_split(None, 0.08, True, None)
+    return dm
+
+
+def cells(batches) -> list[list[int]]:
+    return [batch["obs"]["cell_id"].to_numpy().tolist() for batch in batches]
+
+
+def test_state_is_the_point_after_lightnings_count_read_from_the_live_sampler(work):
+    dm = module(work)
+    dm.trainer = trainer = lightning_at(0, 0)
+    epochs = dm.train_dataloader()
+    total = len(epochs)
+
+    def replayed(epoch: int, done: int) -> dict:
+        """The state a fresh copy of the sampler names after replaying the epoch (0.3's way)."""
+        probe = epochs.batch_sampler._copy()
+        probe.set_epoch(epoch)
+        return probe.sample(N_OBS).state_dict(done) if done else probe.state_dict(0)
+
+    def state_at(epoch: int, done: int) -> dict:
+        trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed = epoch, done
+        state = dm.state_dict()
+        assert state["format"] == STATE_FORMAT and state["world_size"] == 1
+        return state["train"]
+
+    assert state_at(0, 0) == replayed(0, 0)
+    batches = iter(epochs)
+    for done in range(1, 6):
+        next(batches)
+        assert state_at(0, done) == replayed(0, done)
+    # The Loader has handed out 5 batches (and read 6: a request holds 2); Lightning cannot have trained 7.
+    with pytest.raises(cs.ConfigError, match=r"Lightning counts 7 batches in epoch 0, more than the [56] its loader"):
+        state_at(0, 7)
+    list(batches)
+    assert state_at(0, total) == replayed(0, total)  # the epoch's end
+    assert state_at(1, 0) == replayed(1, 0)  # the next one's start, before its first batch
+    # In on_train_epoch_start, and after the last epoch, Lightning counts the next epoch with the
+    # finished one's batches.
+    assert state_at(1, total) == replayed(0, total)
+
+
+def test_a_state_of_chunksampler_0_3_restores_and_an_unknown_format_is_refused_naming_it(work):
+    dm = module(work)
+    dm.trainer = lightning_at(0, 0)
+    epochs = iter(dm.train_dataloader())
+    for _ in range(5):
+        next(epochs)
+    dm.trainer.fit_loop.epoch_loop.batch_progress.current.processed = 5
+    state = dm.state_dict()
+    rest = cells(epochs)
+    old = {"format": "chunksampler.scvi/1", "train": state["train"], "world_size": 1}  # what 0.3 wrote
+    resumed = module(work)
+    resumed.load_state_dict(old)
+    resumed.trainer = lightning_at(0, 5)
+    assert cells(resumed.train_dataloader()) == rest
+    newer = {**state, "format": "chunksampler.loaders/2"}
+    with pytest.raises(cs.StateFormatError, match=r"AnnbatchDataModule.load_state_dict: the state's format "
+                                                  r"'chunksampler.loaders/2' is unknown \(a newer chunksampler wrote it"):
+        module(work).load_state_dict(newer)
 
 
 class Crashed(Exception):
