@@ -467,6 +467,17 @@ nb::tuple py_runs(const cs::ClassRunTable& table) {
   return nb::make_tuple(table.n_obs, table.n_classes, table.runs_hash, rows);
 }
 
+// The options every sampler has, as options()' keywords: the shape of its requests and batches.
+template <class S>
+nb::dict shape_options(const S& s) {
+  nb::dict d;
+  d["chunk_size"] = s.chunk_size();
+  d["preload_nchunks"] = s.preload_nchunks();
+  d["batch_size"] = s.batch_size();
+  d["drop_last"] = s.drop_last();
+  return d;
+}
+
 // What each sampler type binds beyond the shared members: its constructor (keyword arguments,
 // the names of options()), its options as a dict of those keywords, and its own properties.
 template <class S>
@@ -476,11 +487,7 @@ template <>
 struct Kind<cs::RandomSampler> {
   static constexpr const char* name = "RandomSampler";
   static nb::dict options(const cs::RandomSampler& s) {
-    nb::dict d;
-    d["chunk_size"] = s.chunk_size();
-    d["preload_nchunks"] = s.preload_nchunks();
-    d["batch_size"] = s.batch_size();
-    d["drop_last"] = s.drop_last();
+    nb::dict d = shape_options(s);
     d["mask"] = py_mask(s.mask());
     d["seed"] = s.rng().seed();
     d["replacement"] = s.replacement();
@@ -518,11 +525,7 @@ template <>
 struct Kind<cs::SequentialSampler> {
   static constexpr const char* name = "SequentialSampler";
   static nb::dict options(const cs::SequentialSampler& s) {
-    nb::dict d;
-    d["chunk_size"] = s.chunk_size();
-    d["preload_nchunks"] = s.preload_nchunks();
-    d["batch_size"] = s.batch_size();
-    d["drop_last"] = s.drop_last();
+    nb::dict d = shape_options(s);
     d["mask"] = py_mask(s.mask());
     return d;
   }
@@ -559,13 +562,9 @@ Options class_options(std::int64_t chunk_size, std::int64_t preload_nchunks, std
 
 template <class S>
 nb::dict class_options_dict(const S& s) {
-  nb::dict d;
-  d["runs"] = py_runs(s.runs());
-  d["chunk_size"] = s.chunk_size();
-  d["preload_nchunks"] = s.preload_nchunks();
-  d["batch_size"] = s.batch_size();
-  d["drop_last"] = s.drop_last();
+  nb::dict d = shape_options(s);
   d["mask"] = py_mask(s.mask());
+  d["runs"] = py_runs(s.runs());
   d["seed"] = s.rng().seed();
   d["num_samples"] = s.num_samples();
   d["class_weights"] = s.class_weights();
@@ -666,12 +665,8 @@ template <>
 struct Kind<cs::MixtureSampler> {
   static constexpr const char* name = "MixtureSampler";
   static nb::dict options(const cs::MixtureSampler& s) {
-    nb::dict d;
+    nb::dict d = shape_options(s);
     d["sizes"] = s.sizes();
-    d["chunk_size"] = s.chunk_size();
-    d["preload_nchunks"] = s.preload_nchunks();
-    d["batch_size"] = s.batch_size();
-    d["drop_last"] = s.drop_last();
     d["seed"] = s.rng().seed();
     d["num_samples"] = s.num_samples();
     d["weights"] = s.weights();

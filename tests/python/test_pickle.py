@@ -166,3 +166,20 @@ def test_a_class_sampler_carries_its_codes_to_another_process():
     )
     result = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(samplers), capture_output=True, check=True)
     assert pickle.loads(result.stdout) == expected
+
+
+@pytest.mark.parametrize("kind", ["ClassSampler", "WeightedClassSampler"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32])
+def test_a_class_sampler_pickles_its_runs_not_its_codes(kind, dtype):
+    # 10^6 codes in 4 runs: the pickle carries the runs (and settings), so it stays small whatever
+    # the codes' count and type, and the unpickled sampler (or a DataLoader worker's copy) plans the
+    # same epochs as the original without them.
+    codes = np.repeat(np.array([0, 1, 2, 1], dtype=dtype), 250_000)
+    sampler = getattr(cs, kind)(100, 4, 200, classes=codes, num_samples=4_000, rng=np.random.default_rng(3))
+    data = pickle.dumps(sampler)
+    assert len(data) < 4_096, len(data)
+    copy = pickle.loads(data)
+    for _ in range(2):
+        assert as_lists(epoch_batches(copy, codes.size)) == as_lists(epoch_batches(sampler, codes.size))
+    wrapped = pickle.dumps(cs.DistributedSampler(sampler, dist_info=lambda: (1, 2)))
+    assert len(wrapped) < 4_096, len(wrapped)
