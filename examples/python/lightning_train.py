@@ -85,7 +85,8 @@ class Crash(Callback):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", type=int, default=2, help="CPU processes (%(default)s)")
+    parser.add_argument("--devices", type=int, default=2, help="processes, one per device (%(default)s)")
+    parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu or gpu (%(default)s)")
     parser.add_argument("--epochs", type=int, default=3, help="(%(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank (%(default)s)")
     parser.add_argument("--checkpoint-every", type=int, default=20, metavar="K", help="steps (%(default)s)")
@@ -101,7 +102,7 @@ def main():
     checkpoints = ModelCheckpoint("ckpt", "{step}", every_n_train_steps=args.checkpoint_every, save_top_k=-1,
                                   enable_version_counter=False)  # a new run's step=20.ckpt replaces an old one
     trainer = Trainer(
-        accelerator="cpu", devices=args.devices, strategy="ddp" if args.devices > 1 else "auto",
+        accelerator=args.accelerator, devices=args.devices, strategy="ddp" if args.devices > 1 else "auto",
         max_epochs=args.epochs, callbacks=[checkpoints] + ([Crash(args.stop_after)] if args.stop_after else []),
         logger=False, enable_progress_bar=False, enable_model_summary=False,
     )

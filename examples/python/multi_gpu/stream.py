@@ -41,12 +41,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", nargs="?", default=".", help="the folder holding ddp_collection.zarr")
     parser.add_argument("--rows", type=Path, help="where rank 0 saves every rank's cells (.npz)")
+    parser.add_argument("--preload-to-gpu", action="store_true",
+                        help="annbatch reads each request into GPU memory (cupy) before it splits the batches")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")  # on GPUs, "nccl" for the training's own collectives
     rank, world = dist.get_rank(), dist.get_world_size()
     if torch.cuda.is_available():
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        # One GPU per rank where there are enough; ranks share them round-robin otherwise.
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
@@ -55,12 +58,14 @@ def main() -> None:
     # The same seed on every rank; the rank and world size come from the process group.
     base = chunksampler.RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=np.random.default_rng(0))
     sampler = chunksampler.DistributedSampler(base, dist_info="torch")
-    loader = Loader(batch_sampler=sampler, preload_to_gpu=False, return_index=True, to="torch")
+    loader = Loader(batch_sampler=sampler, preload_to_gpu=args.preload_to_gpu, return_index=True, to="torch")
     loader.use_collection(collection, load_adata=lambda group: ad.AnnData(X=ad.io.sparse_dataset(group["X"])))
 
     rows, batches, cells = 0, 0, []
     for batch in loader:
         x = batch["X"].to(device).to_dense()  # a sparse CSR batch, densified on this rank's device
+        if rows == 0 and args.preload_to_gpu:
+            assert batch["X"].is_cuda, f"preload_to_gpu=True gave a batch on {batch['X'].device}"
         rows += x.shape[0]
         batches += 1
         cells.append(batch["index"])
