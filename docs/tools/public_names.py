@@ -1,7 +1,7 @@
 """The public names chunksampler promises to document, in both languages.
 
-Python: ``__all__`` of ``chunksampler``, ``chunksampler.torch``, ``chunksampler.lightning`` and
-``chunksampler.scvi``. C++: every class, struct, enum and concept that a header of
+Python: ``__all__`` of ``chunksampler`` and of its integrations' modules (``PYTHON_MODULES``).
+C++: every class, struct, enum and concept that a header of
 ``include/chunksampler/`` declares at namespace scope in ``chunksampler``, ``chunksampler::dist`` or
 ``chunksampler::torch`` — read from the headers themselves, not from Doxygen, so a name without a
 ``///`` comment is still found.
@@ -14,7 +14,14 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON_MODULES = ("chunksampler", "chunksampler.torch", "chunksampler.lightning", "chunksampler.scvi")
+PYTHON_MODULES = (
+    "chunksampler",
+    "chunksampler.torch",
+    "chunksampler.lightning",
+    "chunksampler.accelerate",
+    "chunksampler.transformers",
+    "chunksampler.scvi",
+)
 
 _OPEN = re.compile(r"^namespace ([\w:]+) \{")
 _CLOSE = re.compile(r"^\}  // namespace ([\w:]+)")

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DistEnvironmentError",
     "FragmentedSplitError",
+    "NotADataLoaderError",
     "StateError",
     "StateFormatError",
     "StateMismatchError",
@@ -38,6 +39,14 @@ class FragmentedSplitError(ConfigError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (str(self), self.report, self.columns)
+
+
+class NotADataLoaderError(ConfigError, AttributeError):
+    """Raised for an attribute of a torch ``DataLoader`` that a chunksampler loader does not have,
+    where a framework would read it to rebuild the loader without the chunk sampler (Accelerate's
+    ``skip_first_batches``, Ray Train's ``prepare_data_loader``): a ``ConfigError`` whose message
+    says what to call instead, and an ``AttributeError``, so that ``hasattr`` and
+    ``getattr(loader, name, default)`` answer as for any missing attribute."""
 
 
 class StateError(ValueError):

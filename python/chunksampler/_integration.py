@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from . import _chunksampler
 from ._dist import torch_job
-from ._errors import StateFormatError
+from ._errors import ConfigError, StateFormatError
 from ._ranks import check_ranks
 from ._samplers import (
     ClassSampler,
@@ -83,6 +83,37 @@ def check_every_rank(owner: str, sampler: Any, n_obs: int, *, equal_batches: boo
         return False
     check_ranks(owner, sampler, n_obs, job=job, equal_batches=equal_batches)
     return True
+
+
+def agree_every_rank(owner: str, problem: str | None) -> None:
+    """Raises ConfigError on every rank of this process's ``torch.distributed`` job (on this process
+    alone where there is none) if any rank found ``problem``, naming each rank's: a check whose
+    outcome may differ between ranks (its settings come from each rank's own objects) must fail on
+    all of them, or the others wait in their next collective. One ``all_gather_object``: every rank
+    must call it at the same point."""
+    job = torch_job()
+    if job is None or job[1] == 1:
+        problems: list[str | None] = [problem]
+    else:
+        import torch.distributed
+
+        problems = [None] * job[1]
+        torch.distributed.all_gather_object(problems, problem)
+    ranks: dict[str, list[int]] = {}
+    for rank, found in enumerate(problems):
+        if found is not None:
+            ranks.setdefault(found, []).append(rank)
+    if not ranks:
+        return
+    if len(problems) == 1:
+        raise ConfigError(f"{owner}: {next(iter(ranks))}")
+    raise ConfigError(
+        f"{owner}: "
+        + "; ".join(
+            f"{'rank' if len(where) == 1 else 'ranks'} {', '.join(map(str, where))}: {found}"
+            for found, where in ranks.items()
+        )
+    )
 
 
 # --- the batches one pass hands out --------------------------------------------------------------

@@ -6,7 +6,8 @@ Lightning nor torch. Lightning's default ``Trainer(use_distributed_sampler=True)
 ``torch.utils.data.DataLoader`` it is given under several devices to put its own
 ``DistributedSampler`` in, and refuses one whose ``batch_sampler`` is not PyTorch's ``BatchSampler``
 (``TypeError: Lightning can't inject a (distributed) sampler into your batch sampler``); it passes
-any other iterable through untouched. A ``ChunkDataLoader`` is such an iterable: it holds a
+any other iterable through untouched. A ``ChunkDataLoader`` (``chunksampler.torch``'s, which needs
+no Lightning) is such an iterable: it holds a
 ``DataLoader`` over a ``chunksampler.torch.BatchSampler`` and adds what Lightning asks of a loader,
 
 - ``len()``: the batches of the epoch, counted from its start also when it resumes mid-epoch, as
@@ -33,231 +34,19 @@ A LightningModule that makes its own loaders returns a ``ChunkDataLoader`` from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Union
 
 import lightning.pytorch as pl
 import torch.utils.data
 
-from ._errors import ConfigError, StateError
-from ._integration import (
-    BASES,
-    SAMPLERS,
-    AnySampler,
-    Iteration,
-    check_every_rank,
-    check_sampler,
-    job_ranks,
-    read_state,
-    write_state,
-)
+from ._errors import ConfigError
+from ._integration import BASES, SAMPLERS, AnySampler, check_sampler, job_ranks, read_state, write_state
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
-from .torch import BatchSampler
+from .torch import _SAMPLER_OWNS, ChunkDataLoader
 
 __all__ = ["ChunkDataLoader", "ChunkDataModule"]
-
-# DataLoader arguments that the chunk sampler decides: the batches, their size and order.
-_SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
-
-
-class ChunkDataLoader:
-    """A ``torch.utils.data.DataLoader`` over a chunk sampler that Lightning's ``Trainer`` uses as it
-    is, with its default ``use_distributed_sampler=True`` too; usable without Lightning as well.
-
-    ``dataset`` is a map-style dataset of ``n_obs`` observations (``len(dataset)`` by default) and
-    ``sampler`` any chunksampler sampler; under several ranks a ``DistributedSampler`` whose rank and
-    world size are the job's (made once the process group is up, e.g. with ``dist_info="torch"`` in
-    ``train_dataloader()``). Each iteration plays the sampler's next epoch through
-    ``chunksampler.torch.BatchSampler``: the DataLoader receives each batch as a list of global
-    indices and fetches it (``dataloader_kwargs`` go to the DataLoader: ``num_workers``,
-    ``collate_fn``, ``pin_memory``, ...; not ``batch_size``, ``shuffle``, ``sampler``,
-    ``batch_sampler`` or ``drop_last``, which are the sampler's).
-
-    Every rank must make its loaders at the same point of the program (as Lightning calls
-    ``train_dataloader()`` and ``setup()`` on each): if ``torch.distributed`` is initialized, the
-    ranks then compare their samplers (one ``all_gather_object``) and all raise ``ConfigError`` if
-    a rank's sampler is no ``DistributedSampler`` under several ranks or its ``dist_info`` gave
-    another rank or world size than the job's, if the ranks' samplers differ in a setting or in
-    their seed (``rng=np.random.default_rng(SEED)``, the same SEED on every rank; a sampler made
-    without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with
-    ``equal_batches=True`` (the default: a training loader, whose gradient all-reduce waits for
-    every rank), if the ranks' batch counts differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
-    ``equal_batches=False``. An error on one rank alone would leave the others waiting in their next
-    collective. Made before the process group exists, a loader checks at its first iteration.
-
-    Epochs: ``set_epoch(e)`` (Lightning calls it on ``loader.sampler`` at each epoch's start; each
-    iteration plays the next epoch without it). Resume: ``state_dict()`` is the point after the
-    batches this loader has handed out (to Lightning's training loop, which trains each batch
-    before it asks for the next); ``load_state_dict`` makes the next iteration hand out exactly the
-    rest of that epoch, also when the sampler's ``set_epoch`` is then called with that epoch's
-    number, as Lightning does; a state taken at its epoch's end continues with the next epoch.
-    ``len()`` is the whole epoch's batch count, from its start, also while a resumed epoch is
-    handed out: Lightning counts the batches of a resumed epoch from its start.
-    """
-
-    def __init__(
-        self,
-        dataset: Any,
-        sampler: AnySampler,
-        *,
-        n_obs: int | None = None,
-        equal_batches: bool = True,
-        **dataloader_kwargs: Any,
-    ) -> None:
-        check_sampler("ChunkDataLoader: sampler", sampler)
-        given = sorted(key for key in _SAMPLER_OWNS if key in dataloader_kwargs)
-        if given:
-            raise ConfigError(
-                f"ChunkDataLoader: {', '.join(given)} must not be given: the sampler decides the batches "
-                f"(its batch_size is {sampler.batch_size}, its drop_last {sampler.drop_last})"
-            )
-        if n_obs is None:
-            try:
-                n_obs = len(dataset)
-            except TypeError:
-                raise TypeError(
-                    f"ChunkDataLoader: n_obs must be given for a dataset without len(), got a {type(dataset).__name__}"
-                ) from None
-        self._batch_sampler = BatchSampler(sampler, n_obs)
-        self._loader = torch.utils.data.DataLoader(dataset, batch_sampler=self._batch_sampler, **dataloader_kwargs)
-        self._equal_batches = bool(equal_batches)
-        # The batch sampler's pass that the current iteration hands out (None until its first batch:
-        # the pass knows where its epoch began), and the batches handed to the loop from it.
-        self._pass: Iteration | None = None
-        self._handed = 0
-        # The state load_state_dict() was given, until the next iteration begins from it.
-        self._restore: SamplerStateDict | None = None
-        self._checked = False
-        self._check()
-
-    def _check(self) -> None:
-        if not self._checked:
-            self._checked = check_every_rank(
-                "ChunkDataLoader", self.sampler, self.n_obs, equal_batches=self._equal_batches
-            )
-
-    @property
-    def sampler(self) -> AnySampler:
-        """The chunk sampler (the object given). Lightning calls its ``set_epoch`` at each epoch's
-        start; after ``load_state_dict``, ``set_epoch`` of the restored epoch's number keeps the restore."""
-        return self._batch_sampler.sampler
-
-    @property
-    def batch_sampler(self) -> BatchSampler:
-        """The ``chunksampler.torch.BatchSampler`` the DataLoader draws its batches from; it runs
-        ahead of the loop by the batches DataLoader workers prefetch (its own ``state_dict()``
-        counts those the DataLoader handed on; this loader's counts those it handed to Lightning)."""
-        return self._batch_sampler
-
-    @property
-    def dataloader(self) -> torch.utils.data.DataLoader:
-        """The ``torch.utils.data.DataLoader`` inside."""
-        return self._loader
-
-    @property
-    def dataset(self) -> Any:
-        """The dataset the batches index."""
-        return self._loader.dataset
-
-    @property
-    def n_obs(self) -> int:
-        """Observations in the dataset: each epoch covers the sampler's share of ``[0, n_obs)``."""
-        return self._batch_sampler.n_obs
-
-    @property
-    def num_workers(self) -> int:
-        """The DataLoader's worker processes."""
-        return self._loader.num_workers
-
-    def __len__(self) -> int:
-        """Batches of the epoch being handed out, or else of the next iteration's epoch, counted from
-        the epoch's start (also after ``load_state_dict``, when fewer remain)."""
-        current = self._pass
-        if current is not None and self._handed < current.total:
-            return current.n_batches
-        self._settle_restore()
-        return self.sampler.n_batches(self.n_obs, worker=(0, 1))
-
-    def __iter__(self) -> Iterator[Any]:
-        """Hands out the batches of the sampler's next epoch (the rest of a restored one), as the
-        DataLoader fetches them. Nothing starts before the first ``next()``: Lightning calls
-        ``iter()`` before it sets the epoch."""
-        self._check()
-        self._settle_restore()
-        self._restore = None
-        self._pass, self._handed = None, 0
-        for batch in self._loader:
-            if self._pass is None:
-                # The pass this batch came from, which the DataLoader's iterator has begun: it knows
-                # where its epoch began (after a restore, the restored point) and how many it yields.
-                self._pass = self._batch_sampler._iteration
-            self._handed += 1
-            yield batch
-
-    def _settle_restore(self) -> None:
-        """Puts a pending ``load_state_dict`` back if the sampler's ``set_epoch`` of the same epoch
-        dropped it (Lightning calls it at every epoch's start, on ``loader.sampler``); another
-        epoch's number drops it for good."""
-        restore = self._restore
-        if restore is None or self.sampler.restore_pending:
-            return
-        if self.sampler.epoch == restore["epoch"]:
-            self._batch_sampler.load_state_dict(restore)
-        else:
-            self._restore = None
-
-    def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration play epoch ``epoch`` from its start, as PyTorch's ``set_epoch``; after
-        ``load_state_dict``, the restored epoch's own number keeps the restore."""
-        self._batch_sampler.set_epoch(epoch)
-        self._settle_restore()
-
-    def state_dict(self) -> SamplerStateDict:
-        """The sampler's state after the batches this loader has handed out in its current iteration
-        (``{"state": text, "epoch": e, "batches_done": b}``, ``b`` counted from the epoch's start);
-        after the last batch of an epoch, or before an iteration, where the next one begins."""
-        self._settle_restore()
-        if self._restore is not None:
-            return self._restore
-        current = self._pass
-        # Where the next iteration begins if none has handed out a batch since the last set_epoch (the
-        # sampler's, as Lightning calls it) or restore; else after the batches handed out, which is the
-        # epoch's end after its last batch.
-        if current is None or self.sampler._since in ("start", "restore"):
-            return self.sampler._next_state()
-        return current.state_dict(self._handed)
-
-    def load_state_dict(self, state_dict: SamplerStateDict) -> None:
-        """Makes the next iteration hand out exactly the batches that followed ``state_dict`` (from
-        ``state_dict()`` of a loader over a sampler of the same configuration and seed): raises
-        ``StateMismatchError`` (another configuration, seed, dataset size or world size) or
-        ``StateFormatError`` here, not at the next iteration. A state at its epoch's end makes the
-        next iteration play the epoch after. Loading the state this loader holds already (Lightning
-        restores a ``ChunkDataModule``'s and its training loader's, the same) changes nothing."""
-        if self._restore is not None and state_dict == self._restore:
-            return
-        try:
-            self._batch_sampler.load_state_dict(state_dict)
-            restored = self.sampler._next_state()
-            # The restored epoch's batches from its start (n_obs and worker checked against the state's).
-            whole = self.sampler.n_batches(self.n_obs, worker=(0, 1))
-        except StateError as error:
-            raise type(error)(
-                f"ChunkDataLoader.load_state_dict: the state is not one of this loader's sampler (a checkpoint of "
-                f"another configuration, seed, dataset size or world size?): {error}"
-            ) from None
-        self._pass = None
-        if restored["batches_done"] >= whole:
-            # At its epoch's end: nothing is left of it, so the next iteration plays the next epoch.
-            self._batch_sampler.set_epoch(restored["epoch"] + 1)
-            self._restore = None
-        else:
-            self._restore = state_dict
-
-    def __repr__(self) -> str:
-        return f"ChunkDataLoader({self.sampler!r}, n_obs={self.n_obs}, num_workers={self.num_workers})"
-
 
 _SamplerArg = Union[AnySampler, Callable[[], AnySampler], None]
 

@@ -1,5 +1,5 @@
 """PyTorch integration: ``BatchSampler``, a chunk sampler as a ``torch.utils.data.DataLoader``'s
-``batch_sampler``.
+``batch_sampler``, and ``ChunkDataLoader``, a DataLoader over one that the trainers take as it is.
 
 Imported only when used (``import chunksampler.torch``); ``import chunksampler`` does not import
 torch. The rest of the PyTorch support lives in the samplers themselves: ``dist_info="torch"``
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,12 +19,12 @@ import torch.utils.data
 import torch.utils.data.dataloader
 
 from ._convert import index, optional_index
-from ._errors import ConfigError
-from ._integration import AnySampler, Iteration, check_sampler
+from ._errors import ConfigError, NotADataLoaderError, StateError
+from ._integration import AnySampler, Iteration, check_every_rank, check_sampler
 from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict
 
-__all__ = ["BatchSampler"]
+__all__ = ["BatchSampler", "ChunkDataLoader"]
 
 # torch's own DataLoader iterators, whose ``_num_yielded`` counts the batches handed to the training
 # loop (torch 1.13 and 2.x). torchdata's StatefulDataLoader subclasses them, but takes a batch
@@ -43,6 +43,63 @@ def _calling_dataloader() -> Any:
     frame = sys._getframe(2)  # _calling_dataloader <- BatchSampler.__iter__ <- the caller
     caller = frame.f_locals.get("self")
     return caller if type(caller) in _TORCH_ITERATORS else None
+
+
+# Accelerate's prepare() rebuilds a torch DataLoader around its batch sampler: its prepare_data_loader()
+# reads the batch sampler's ``batch_size`` (under split_batches) and its get_sampler() the batch
+# sampler's ``sampler``, on every process, before any collective.
+_ACCELERATE = "accelerate.data_loader"
+_ACCELERATE_PREPARES = ("prepare_data_loader", "get_sampler")
+# Accelerate's wrappers that deal a batch sampler's batches among processes or broadcast them.
+_ACCELERATE_WRAPPERS = ("BatchSamplerShard", "DataLoaderDispatcher")
+_PLAIN_ACCELERATE = (
+    "chunksampler.torch.BatchSampler: Accelerate's prepare() rebuilds a torch DataLoader around its batch "
+    "sampler: under several processes it deals this sampler's batches round-robin on top of the "
+    "DistributedSampler's shard (each process reads a fraction of its own) and pads a short last round with "
+    "repeated rows, and split_batches/dispatch_batches split or broadcast each batch. Hand Accelerate a "
+    "chunksampler loader instead: chunksampler.accelerate.prepare_loader(accelerator, "
+    "chunksampler.torch.ChunkDataLoader(dataset, DistributedSampler(sampler, dist_info='torch'), "
+    "**dataloader_kwargs))"
+)
+
+
+def _refuse_accelerate(frame: Any) -> None:
+    """Raises ConfigError where ``frame`` (the caller of a BatchSampler member), or one of the few
+    frames below it, belongs to Accelerate preparing or sharding a plain DataLoader over this batch
+    sampler."""
+    accelerate = sys.modules.get(_ACCELERATE)
+    if accelerate is None:
+        return
+    if frame.f_globals.get("__name__") == _ACCELERATE and frame.f_code.co_name in _ACCELERATE_PREPARES:
+        raise ConfigError(_PLAIN_ACCELERATE)
+    wrappers = tuple(getattr(accelerate, name) for name in _ACCELERATE_WRAPPERS if hasattr(accelerate, name))
+    for _ in range(6):  # a wrapper's iterator, DataLoader.__iter__, its _get_iterator, the iterator's __init__
+        if frame is None:
+            return
+        if isinstance(frame.f_locals.get("self"), wrappers):
+            raise ConfigError(_PLAIN_ACCELERATE)
+        frame = frame.f_back
+
+
+def _to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+    """``batch`` with each of its tensors (in tuples, lists and mappings, at any depth) moved to
+    ``device``; anything else as it is."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, tuple):
+        moved = [_to_device(item, device, non_blocking) for item in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    if isinstance(batch, list):
+        return [_to_device(item, device, non_blocking) for item in batch]
+    if isinstance(batch, Mapping):
+        return type(batch)({key: _to_device(value, device, non_blocking) for key, value in batch.items()})
+    return batch
+
+
+def _called_from(prefix: str) -> bool:
+    """Whether the code reading an attribute (two frames up: the reader <- __getattr__ <- this) is in a
+    module whose name begins with ``prefix``."""
+    return sys._getframe(2).f_globals.get("__name__", "").startswith(prefix)
 
 
 def _rows(request: RequestArrays) -> np.ndarray:
@@ -108,7 +165,20 @@ class BatchSampler(torch.utils.data.BatchSampler):
     @property
     def sampler(self) -> AnySampler:
         """The chunk sampler (the object given, not a copy)."""
+        _refuse_accelerate(sys._getframe(1))
         return self._sampler
+
+    @property
+    def batch_size(self) -> int:
+        """The sampler's batch size (as torch's BatchSampler has one); ``drop_last`` says whether an
+        epoch's last, smaller batch is dropped."""
+        _refuse_accelerate(sys._getframe(1))
+        return self._sampler.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """The sampler's ``drop_last``."""
+        return self._sampler.drop_last
 
     @property
     def n_obs(self) -> int:
@@ -133,6 +203,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         batches. The epoch begins at the first ``next()``, not at ``iter()``, as with torch's own
         samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
         only the second iterator."""
+        _refuse_accelerate(sys._getframe(1))
         self._tickets += 1
         loader = _calling_dataloader()
         self._consumer = None if loader is None else (self._tickets, weakref.ref(loader))
@@ -287,3 +358,267 @@ class BatchSampler(torch.utils.data.BatchSampler):
 
     def __repr__(self) -> str:
         return f"BatchSampler({self._sampler!r}, n_obs={self._n_obs})"
+
+
+# DataLoader arguments that the chunk sampler decides: the batches, their size and order.
+_SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
+# The inner DataLoader's other settings, readable on a ChunkDataLoader as on a DataLoader: Accelerate's
+# skip_first_batches (how the Hugging Face Trainer resumes) copies them into the loader it makes.
+_DATALOADER_SETTINGS = frozenset({
+    "collate_fn", "pin_memory", "timeout", "worker_init_fn", "multiprocessing_context", "generator",
+    "prefetch_factor", "persistent_workers", "pin_memory_device", "in_order",
+})
+# What Ray Train's prepare_data_loader() is told instead: the loader places its batches itself.
+_RAY_INSTEAD = (
+    "leave it out of ray.train.torch.prepare_data_loader() and make the loader in the training function as "
+    "ChunkDataLoader(dataset, DistributedSampler(sampler, dist_info='torch'), "
+    "device=ray.train.torch.get_device()), which places each batch on the worker's device"
+)
+_RAY_REBUILDS = (
+    "ChunkDataLoader is not a torch DataLoader to rebuild: Ray Train's prepare_data_loader() would make a new "
+    "DataLoader with torch's DistributedSampler and batch_size=None in place of the chunk sampler (single rows, "
+    "no chunk locality); " + _RAY_INSTEAD
+)
+_RAY_WRAPS = (
+    "ChunkDataLoader: Ray Train's prepare_data_loader(add_dist_sampler=False) wraps the loader in one that "
+    "fetches a batch ahead of the training loop, so the loader's state_dict() would count a batch the loop has "
+    "not trained and a resumed run would skip it; " + _RAY_INSTEAD
+)
+
+
+class ChunkDataLoader:
+    """A ``torch.utils.data.DataLoader`` over a chunk sampler, for the trainers that take any iterable
+    as a loader and rebuild a torch DataLoader around a sampler of their own: Lightning's
+    ``Trainer`` uses it as it is (with its default ``use_distributed_sampler=True`` too),
+    Accelerate through ``chunksampler.accelerate.prepare_loader``, or a loop of your own. It is not
+    a DataLoader subclass, so no trainer rebuilds it; it needs torch only (also importable from
+    ``chunksampler.lightning``).
+
+    ``dataset`` is a map-style dataset of ``n_obs`` observations (``len(dataset)`` by default) and
+    ``sampler`` any chunksampler sampler; under several ranks a ``DistributedSampler`` whose rank and
+    world size are the job's (made once the process group is up, e.g. with ``dist_info="torch"`` in
+    ``train_dataloader()``). Each iteration plays the sampler's next epoch through
+    ``chunksampler.torch.BatchSampler``: the DataLoader receives each batch as a list of global
+    indices and fetches it (``dataloader_kwargs`` go to the DataLoader: ``num_workers``,
+    ``collate_fn``, ``pin_memory``, ...; not ``batch_size``, ``shuffle``, ``sampler``,
+    ``batch_sampler`` or ``drop_last``, which are the sampler's).
+
+    Every rank must make its loaders at the same point of the program (as Lightning calls
+    ``train_dataloader()`` and ``setup()`` on each): if ``torch.distributed`` is initialized, the
+    ranks then compare their samplers (one ``all_gather_object``) and all raise ``ConfigError`` if
+    a rank's sampler is no ``DistributedSampler`` under several ranks or its ``dist_info`` gave
+    another rank or world size than the job's, if the ranks' samplers differ in a setting or in
+    their seed (``rng=np.random.default_rng(SEED)``, the same SEED on every rank; a sampler made
+    without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with
+    ``equal_batches=True`` (the default: a training loader, whose gradient all-reduce waits for
+    every rank), if the ranks' batch counts differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
+    ``equal_batches=False``. An error on one rank alone would leave the others waiting in their next
+    collective. Made before the process group exists, a loader checks at its first iteration.
+
+    Epochs: ``set_epoch(e)`` (Lightning calls it on ``loader.sampler`` at each epoch's start; each
+    iteration plays the next epoch without it). Resume: ``state_dict()`` is the point after the
+    batches this loader has handed out (to Lightning's training loop, which trains each batch
+    before it asks for the next); ``load_state_dict`` makes the next iteration hand out exactly the
+    rest of that epoch, also when the sampler's ``set_epoch`` is then called with that epoch's
+    number, as Lightning does; a state taken at its epoch's end continues with the next epoch.
+    ``len()`` is the whole epoch's batch count, from its start, also while a resumed epoch is
+    handed out: Lightning counts the batches of a resumed epoch from its start.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        sampler: AnySampler,
+        *,
+        n_obs: int | None = None,
+        equal_batches: bool = True,
+        device: torch.device | str | None = None,
+        **dataloader_kwargs: Any,
+    ) -> None:
+        check_sampler("ChunkDataLoader: sampler", sampler)
+        given = sorted(key for key in _SAMPLER_OWNS if key in dataloader_kwargs)
+        if given:
+            raise ConfigError(
+                f"ChunkDataLoader: {', '.join(given)} must not be given: the sampler decides the batches "
+                f"(its batch_size is {sampler.batch_size}, its drop_last {sampler.drop_last})"
+            )
+        if n_obs is None:
+            try:
+                n_obs = len(dataset)
+            except TypeError:
+                raise TypeError(
+                    f"ChunkDataLoader: n_obs must be given for a dataset without len(), got a {type(dataset).__name__}"
+                ) from None
+        self._batch_sampler = BatchSampler(sampler, n_obs)
+        self._loader = torch.utils.data.DataLoader(dataset, batch_sampler=self._batch_sampler, **dataloader_kwargs)
+        self._equal_batches = bool(equal_batches)
+        try:
+            self._device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ConfigError(f"ChunkDataLoader: device must name a torch device, got {device!r} ({error})") from None
+        # The batch sampler's pass that the current iteration hands out (None until its first batch:
+        # the pass knows where its epoch began), and the batches handed to the loop from it.
+        self._pass: Iteration | None = None
+        self._handed = 0
+        # The state load_state_dict() was given, until the next iteration begins from it.
+        self._restore: SamplerStateDict | None = None
+        self._checked = False
+        self._check()
+
+    def _check(self) -> None:
+        if not self._checked:
+            self._checked = check_every_rank(
+                "ChunkDataLoader", self.sampler, self.n_obs, equal_batches=self._equal_batches
+            )
+
+    @property
+    def sampler(self) -> AnySampler:
+        """The chunk sampler (the object given). Lightning calls its ``set_epoch`` at each epoch's
+        start; after ``load_state_dict``, ``set_epoch`` of the restored epoch's number keeps the restore."""
+        return self._batch_sampler.sampler
+
+    @property
+    def batch_sampler(self) -> BatchSampler:
+        """The ``chunksampler.torch.BatchSampler`` the DataLoader draws its batches from; it runs
+        ahead of the loop by the batches DataLoader workers prefetch (its own ``state_dict()``
+        counts those the DataLoader handed on; this loader's counts those it handed to Lightning)."""
+        return self._batch_sampler
+
+    @property
+    def dataloader(self) -> torch.utils.data.DataLoader:
+        """The ``torch.utils.data.DataLoader`` inside."""
+        return self._loader
+
+    @property
+    def dataset(self) -> Any:
+        """The dataset the batches index."""
+        return self._loader.dataset
+
+    @property
+    def n_obs(self) -> int:
+        """Observations in the dataset: each epoch covers the sampler's share of ``[0, n_obs)``."""
+        return self._batch_sampler.n_obs
+
+    @property
+    def num_workers(self) -> int:
+        """The DataLoader's worker processes."""
+        return self._loader.num_workers
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where each batch's tensors are moved (``Tensor.to(device)``, non-blocking where the
+        DataLoader pins memory), or None: left where the DataLoader made them."""
+        return self._device
+
+    def __getattr__(self, name: str) -> Any:
+        # The DataLoader's own settings (collate_fn, pin_memory, ...), read from the one inside, as
+        # Accelerate's skip_first_batches reads them to make a DataLoader over the same batch sampler.
+        loader = self.__dict__.get("_loader")
+        if loader is None or name not in _DATALOADER_SETTINGS:
+            raise AttributeError(f"'ChunkDataLoader' object has no attribute {name!r}")
+        if name == "worker_init_fn" and _called_from("ray."):
+            raise NotADataLoaderError(_RAY_REBUILDS)
+        return getattr(loader, name)
+
+    def __len__(self) -> int:
+        """Batches of the epoch being handed out, or else of the next iteration's epoch, counted from
+        the epoch's start (also after ``load_state_dict``, when fewer remain)."""
+        current = self._pass
+        if current is not None and self._handed < current.total:
+            return current.n_batches
+        self._settle_restore()
+        return self.sampler.n_batches(self.n_obs, worker=(0, 1))
+
+    def __iter__(self) -> Iterator[Any]:
+        """Hands out the batches of the sampler's next epoch (the rest of a restored one), as the
+        DataLoader fetches them. Nothing starts before the first ``next()``: Lightning calls
+        ``iter()`` before it sets the epoch."""
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("ray."):
+            raise ConfigError(_RAY_WRAPS)
+        self._check()
+        self._settle_restore()
+        self._restore = None
+        self._pass, self._handed = None, 0
+        device, non_blocking = self._device, self._loader.pin_memory
+        for batch in self._loader:
+            if self._pass is None:
+                # The pass this batch came from, which the DataLoader's iterator has begun: it knows
+                # where its epoch began (after a restore, the restored point) and how many it yields.
+                self._pass = self._batch_sampler._iteration
+            self._handed += 1
+            yield batch if device is None else _to_device(batch, device, non_blocking)
+
+    def _settle_restore(self) -> None:
+        """Puts a pending ``load_state_dict`` back if the sampler's ``set_epoch`` of the same epoch
+        dropped it (Lightning calls it at every epoch's start, on ``loader.sampler``); another
+        epoch's number drops it for good."""
+        restore = self._restore
+        if restore is None or self.sampler.restore_pending:
+            return
+        if self.sampler.epoch == restore["epoch"]:
+            self._batch_sampler.load_state_dict(restore)
+        else:
+            self._restore = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration play epoch ``epoch`` from its start, as PyTorch's ``set_epoch``; after
+        ``load_state_dict``, the restored epoch's own number keeps the restore."""
+        self._batch_sampler.set_epoch(epoch)
+        self._settle_restore()
+
+    def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
+        """The sampler's state after the batches this loader has handed out in its current iteration
+        (``{"state": text, "epoch": e, "batches_done": b}``, ``b`` counted from the epoch's start);
+        after the last batch of an epoch, or before an iteration, where the next one begins.
+
+        A loop behind a wrapper that fetches batches ahead of it passes the batches it has
+        finished of this iteration instead, ``0 <= batches_done <=`` those handed out (counted
+        from where the iteration began, as ``enumerate`` counts)."""
+        done = optional_index("batches_done", batches_done)
+        if done is not None and (done > 0 or self._pass is not None):
+            if self._pass is None or not done <= self._handed:
+                raise ConfigError(
+                    f"ChunkDataLoader.state_dict: batches_done ({done}) must be in [0, {self._handed}], the batches "
+                    "this iteration has handed out"
+                )
+            return self._pass.state_dict(done)
+        self._settle_restore()
+        if self._restore is not None:
+            return self._restore
+        current = self._pass
+        # Where the next iteration begins if none has handed out a batch since the last set_epoch (the
+        # sampler's, as Lightning calls it) or restore; else after the batches handed out, which is the
+        # epoch's end after its last batch.
+        if current is None or self.sampler._since in ("start", "restore"):
+            return self.sampler._next_state()
+        return current.state_dict(self._handed)
+
+    def load_state_dict(self, state_dict: SamplerStateDict) -> None:
+        """Makes the next iteration hand out exactly the batches that followed ``state_dict`` (from
+        ``state_dict()`` of a loader over a sampler of the same configuration and seed): raises
+        ``StateMismatchError`` (another configuration, seed, dataset size or world size) or
+        ``StateFormatError`` here, not at the next iteration. A state at its epoch's end makes the
+        next iteration play the epoch after. Loading the state this loader holds already (Lightning
+        restores a ``ChunkDataModule``'s and its training loader's, the same) changes nothing."""
+        if self._restore is not None and state_dict == self._restore:
+            return
+        try:
+            self._batch_sampler.load_state_dict(state_dict)
+            restored = self.sampler._next_state()
+            # The restored epoch's batches from its start (n_obs and worker checked against the state's).
+            whole = self.sampler.n_batches(self.n_obs, worker=(0, 1))
+        except StateError as error:
+            raise type(error)(
+                f"ChunkDataLoader.load_state_dict: the state is not one of this loader's sampler (a checkpoint of "
+                f"another configuration, seed, dataset size or world size?): {error}"
+            ) from None
+        self._pass = None
+        if restored["batches_done"] >= whole:
+            # At its epoch's end: nothing is left of it, so the next iteration plays the next epoch.
+            self._batch_sampler.set_epoch(restored["epoch"] + 1)
+            self._restore = None
+        else:
+            self._restore = state_dict
+
+    def __repr__(self) -> str:
+        return f"ChunkDataLoader({self.sampler!r}, n_obs={self.n_obs}, num_workers={self.num_workers})"

@@ -4,19 +4,16 @@ default settings, and 1 device, in child jobs (lightning_job.py) whose records a
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port, shown_output, rng
+from conftest import shown_output, rng
+from launch import Launch
 
 import chunksampler as cs
 
@@ -29,7 +26,6 @@ import lightning_job as job  # noqa: E402  (tests/python is on sys.path, as for 
 
 JOB = Path(__file__).with_name("lightning_job.py")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "lightning_train.py"
-TIMEOUT = 300  # seconds a launch may take before it is killed with its process group: a hang
 
 
 def random(**kwargs):
@@ -245,42 +241,10 @@ def test_chunksampler_does_not_import_lightning():
 # Lightning's Trainer in child jobs: 2 ranks (ddp, gloo, Lightning's own launcher) and 1 device.
 
 
-class Launch:
-    """``python lightning_job.py OUT SCENARIO ...`` in a session of its own, so that a launch that
-    overruns is killed with every process it started (rank 1, DataLoader workers)."""
-
-    def __init__(self, out: Path, scenario: str, *args: str, script: Path = JOB) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK")}
-        env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-        self.out, self.scenario, self.started = out, scenario, time.monotonic()
-        command = [sys.executable, str(script), *([str(out), scenario] if script == JOB else []), *args]
-        self.proc = subprocess.Popen(
-            command, cwd=out, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.returncode: int | None = None
-
-    def wait(self) -> Launch:
-        if self.returncode is None:
-            try:
-                output, _ = self.proc.communicate(timeout=max(1.0, TIMEOUT - (time.monotonic() - self.started)))
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                output, _ = self.proc.communicate()
-                pytest.fail(f"lightning_job.py {self.scenario} hung: killed after {TIMEOUT} s\n{output[-3000:]}")
-            self.returncode, self.output = self.proc.returncode, output
-        return self
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.communicate()
-
-    def result(self, fit: str, rank: int) -> dict:
-        path = self.out / f"{fit}-rank{rank}.json"
-        assert path.exists(), f"{fit} wrote nothing on rank {rank}:\n{self.output[-3000:]}"
-        return json.loads(path.read_text())
+def _launch(out: Path, scenario: str, *args: str, script: Path = JOB) -> Launch:
+    """``python lightning_job.py OUT SCENARIO ARGS`` (or ``python SCRIPT ARGS``) in OUT."""
+    command = [sys.executable, str(script), *([str(out), scenario] if script == JOB else []), *args]
+    return Launch(out, f"{script.name} {scenario}", command)
 
 
 class Jobs:
@@ -289,9 +253,9 @@ class Jobs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.main = Launch(root / "main", "main")
-        self.single = Launch(root / "single", "single")
-        self.example = Launch(root / "example", "example", "--devices", "2", "--epochs", "2", "--workers", "0",
+        self.main = _launch(root / "main", "main")
+        self.single = _launch(root / "single", "single")
+        self.example = _launch(root / "example", "example", "--devices", "2", "--epochs", "2", "--workers", "0",
                               script=EXAMPLE)
         self._resume: Launch | None = None
 
@@ -302,7 +266,7 @@ class Jobs:
             died = self.root / "main" / "die" / f"step={job.CKPT_STEP}.ckpt"
             single = self.root / "single" / "single-cut" / f"step={job.CKPT_STEP}.ckpt"
             assert died.exists() and single.exists(), self.main.output[-3000:] + self.single.output[-3000:]
-            self._resume = Launch(self.root / "resume", "resume", "--ckpt", str(died), str(single))
+            self._resume = _launch(self.root / "resume", "resume", "--ckpt", str(died), str(single))
         return self._resume.wait()
 
     def kill(self) -> None:

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""Trains a small model with Hugging Face Accelerate on 2 CPU processes, its batches chosen by
+chunksampler; a run stopped mid-epoch resumes from `accelerator.save_state` exactly where it saved.
+
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py              # 3 epochs
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py --stop-after 21
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py --resume ckpt/step-20
+
+(`--multi_gpu` starts the processes with torchrun; `Accelerator(cpu=True)` below runs them on the
+CPU with gloo, `--gpu` on the GPUs.) Each process reads its own DistributedSampler shard: 2,048
+rows, 16 batches of 64 per process and epoch, a new order every epoch. The state is saved every
+`--save-every` steps; at each epoch's end process 0 prints what the processes trained.
+"""
+
+import argparse
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+
+import chunksampler as cs
+from chunksampler.accelerate import prepare_loader
+from chunksampler.torch import ChunkDataLoader
+
+
+def rows(n, seed):
+    """A map-style dataset of rows (index, x, y)."""
+    x = torch.randn(n, 8, generator=torch.Generator().manual_seed(seed))
+    return torch.utils.data.TensorDataset(torch.arange(n), x, x.sum(1, keepdim=True))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--save-every", type=int, default=20, help="accelerator.save_state every N steps")
+    parser.add_argument("--stop-after", type=int, help="stop (as if the job died) after this many steps")
+    parser.add_argument("--resume", help="a directory accelerator.save_state wrote")
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU Accelerate finds (else the CPU)")
+    args = parser.parse_args()
+
+    accelerator = Accelerator(cpu=not args.gpu)
+    base = cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(0))
+    # After Accelerator() has started the process group: dist_info="torch" reads this process's rank.
+    sampler = cs.DistributedSampler(base, dist_info="torch")
+    loader = prepare_loader(accelerator, ChunkDataLoader(rows(2048, 0), sampler))
+    model = torch.nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, optimizer = accelerator.prepare(model, optimizer)
+
+    step = 0
+    if args.resume:
+        accelerator.load_state(args.resume)  # the model, the optimizer and the loader's position
+        step = int(args.resume.rsplit("-", 1)[1])
+    for epoch in range(loader.sampler.epoch, args.epochs):  # after load_state, the restored epoch
+        loader.set_epoch(epoch)
+        first = loader.state_dict()["batches_done"]  # 0, or where a restored epoch goes on
+        trained = []
+        for batch in loader:
+            ids, x, y = batch
+            loss = F.mse_loss(model(x), y)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            trained.append(ids)
+            step += 1
+            if step % args.save_every == 0:
+                accelerator.save_state(f"ckpt/step-{step}")
+            if step == args.stop_after:
+                accelerator.print(f"stopped after step {step} (epoch {epoch}, batch {first + len(trained) - 1})")
+                return
+        every = accelerator.gather(torch.cat(trained))  # every process's rows, in process order
+        mine = trained[0][:3].tolist(), trained[-1][-3:].tolist()
+        accelerator.print(
+            f"epoch {epoch}: {accelerator.num_processes} processes trained batches {first}-{len(loader) - 1}, "
+            f"{len(every)} rows, {len(set(every.tolist()))} distinct; process 0's batch {first} begins "
+            f"{mine[0]}, batch {len(loader) - 1} ends {mine[1]}"
+        )
+
+
+if __name__ == "__main__":
+    main()

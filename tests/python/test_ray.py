@@ -1,0 +1,116 @@
+"""Ray Train over chunksampler.torch.ChunkDataLoader: one ``TorchTrainer`` fit on 2 workers of
+examples/python/ray_train.py's training function (ray_job.py), which dies once mid-epoch and is
+restored by Ray, checked against the sampler's own batches; and the refusals of Ray's
+``prepare_data_loader``."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import shown_output
+from launch import Launch
+
+import chunksampler as cs
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("ray.train")
+from chunksampler.torch import BatchSampler, ChunkDataLoader  # noqa: E402
+
+JOB = Path(__file__).with_name("ray_job.py")
+N_OBS = 2048
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ray")
+    run = Launch(out, "ray_job.py", [sys.executable, str(JOB), str(out)])
+    try:
+        yield run.wait()
+    finally:
+        run.kill()
+
+
+def recorded(job: Launch, name: str):
+    path = job.out / name
+    assert path.exists(), f"ray_job.py wrote no {name}:\n{job.output[-3000:]}"
+    return json.loads(path.read_text())
+
+
+def expected(rank: int, epoch: int) -> list[list[int]]:
+    """The example's sampler's batches of worker ``rank`` of 2 in ``epoch``."""
+    base = cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(0))
+    batches = BatchSampler(cs.DistributedSampler(base, dist_info=lambda: (rank, 2)), N_OBS)
+    batches.set_epoch(epoch)
+    return list(batches)
+
+
+def test_each_worker_trains_its_shard_and_a_restored_run_goes_on_exactly(job):
+    assert job.returncode == 0, job.output[-3000:]
+    for rank in (0, 1):
+        # Epoch 0 from the first attempt; epoch 1 from the restored one, after the step-20 checkpoint
+        # (16 + 4 batches), although the first attempt had trained batches 4-6 of it; epoch 2 whole.
+        assert recorded(job, f"epoch0-rank{rank}.json") == expected(rank, 0)
+        assert recorded(job, f"epoch1-rank{rank}.json") == expected(rank, 1)[4:]
+        assert recorded(job, f"epoch2-rank{rank}.json") == expected(rank, 2)
+    for epoch in range(3):
+        rows = [[i for b in recorded(job, f"epoch{epoch}-rank{r}.json") for i in b] for r in (0, 1)]
+        assert len(set(rows[0])) == len(rows[0]) and not set(rows[0]) & set(rows[1])
+
+
+def test_prepare_data_loader_stops_every_worker_with_what_to_do_instead(job):
+    for rank in (0, 1):
+        refusals = recorded(job, f"refusals-rank{rank}.json")
+        default, kept = refusals["default"], refusals["no-dist-sampler"]
+        # Its defaults would rebuild a DataLoader with torch's DistributedSampler: refused where it reads
+        # the loader's worker_init_fn.
+        assert default["error"] == "NotADataLoaderError" and "AttributeError" in default["mro"]
+        assert "device=ray.train.torch.get_device()" in default["message"]
+        # add_dist_sampler=False keeps the loader but fetches a batch ahead: the state would skip one.
+        assert kept["error"] == "ConfigError" and "fetches a batch ahead" in kept["message"]
+
+
+def test_the_example_prints_what_its_page_shows(job):
+    # Ray prefixes a worker's lines with "(RayTrainWorker pid=N) " in color, and may echo a line twice.
+    lines = [re.sub(r"^\([^)]*\) ", "", re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in job.output.splitlines()]
+    printed = list(dict.fromkeys(line for line in lines if line.startswith(("epoch ", "the workers die"))))
+    assert printed == shown_output("ray-train").splitlines()
+
+
+# --- in this process --------------------------------------------------------------------------
+
+
+def test_the_loader_places_every_tensor_of_a_batch_on_its_device():
+    rows = torch.utils.data.TensorDataset(torch.arange(N_OBS), torch.zeros(N_OBS, 2))
+    sampler = cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64)
+    ids, x = next(iter(ChunkDataLoader(rows, sampler, device="meta")))
+    assert ids.device.type == x.device.type == "meta"
+
+    def as_dicts(batch):
+        return {"pair": (torch.stack([r[0] for r in batch]), [torch.stack([r[1] for r in batch])]), "n": len(batch)}
+
+    batch = next(iter(ChunkDataLoader(rows, sampler, device=torch.device("meta"), collate_fn=as_dicts)))
+    assert batch["pair"][0].device.type == batch["pair"][1][0].device.type == "meta" and batch["n"] == 64
+    with pytest.raises(cs.ConfigError, match="device must name a torch device"):
+        ChunkDataLoader(rows, sampler, device="no-such-device")
+
+
+def test_state_dict_after_the_batches_a_lagging_loop_finished():
+    rows = torch.utils.data.TensorDataset(torch.arange(N_OBS))
+    make = lambda: cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(3))  # noqa: E731
+    loader = ChunkDataLoader(rows, make())
+    whole = [batch[0].tolist() for batch in ChunkDataLoader(rows, make())]
+    it = iter(loader)
+    for _ in range(6):
+        next(it)
+    state = loader.state_dict(batches_done=5)  # the loop finished 5 of the 6 it was handed
+    assert state["batches_done"] == 5
+    with pytest.raises(cs.ConfigError, match=r"batches_done \(7\) must be in \[0, 6\]"):
+        loader.state_dict(batches_done=7)
+    resumed = ChunkDataLoader(rows, make())
+    resumed.load_state_dict(state)
+    assert [batch[0].tolist() for batch in resumed] == whole[5:]

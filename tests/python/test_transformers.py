@@ -1,0 +1,167 @@
+"""chunksampler.transformers: the Hugging Face Trainer over chunksampler's loaders. A 2-process job
+(``torchrun --nproc-per-node 2``, gloo on the CPU; trainer_job.py) checked against the sampler's own
+batches, the example, and the loaders in this process."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import shown_output
+from launch import Launch
+
+import chunksampler as cs
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from chunksampler.torch import BatchSampler, ChunkDataLoader  # noqa: E402
+from chunksampler.transformers import ChunkTrainer  # noqa: E402
+
+import trainer_job as job  # noqa: E402  (tests/python is on sys.path, as for conftest)
+
+JOB = Path(__file__).with_name("trainer_job.py")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "trainer_train.py"
+
+
+def torchrun(out: Path, name: str, script: Path, *args: str) -> Launch:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script), *args]
+    return Launch(out, name, command)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trainer")
+    started = (torchrun(root / "job", "trainer_job.py", JOB, str(root / "job")),
+               torchrun(root / "example", "trainer_train.py", EXAMPLE, "--epochs", "2"))
+    try:
+        yield tuple(run.wait() for run in started)
+    finally:
+        for run in started:
+            run.kill()
+
+
+@pytest.fixture(scope="module")
+def main(jobs):
+    return jobs[0]
+
+
+def expected(rank: int) -> dict[str, list[list[int]]]:
+    batches = BatchSampler(cs.DistributedSampler(job.sampler(), dist_info=lambda: (rank, 2)), job.N_OBS)
+    out = {}
+    for epoch in range(job.EPOCHS):
+        batches.set_epoch(epoch)
+        out[str(epoch)] = list(batches)
+    return out
+
+
+def trained(launch: Launch, part: str, rank: int) -> dict[str, list[list[int]]]:
+    result = launch.result(part, rank)
+    assert "error" not in result, result.get("traceback")
+    return result["trained"]
+
+
+def test_each_process_trains_its_shard_a_new_order_each_epoch(main):
+    full = [trained(main, "full", rank) for rank in (0, 1)]
+    for rank in (0, 1):
+        assert full[rank] == expected(rank)  # the sampler's batches, in its order, epoch by epoch
+        assert full[rank]["0"] != full[rank]["1"] != full[rank]["2"]
+    for epoch in full[0]:
+        rows = [[i for batch in full[rank][epoch] for i in batch] for rank in (0, 1)]
+        assert len(rows[0]) == len(set(rows[0])) == 1024 and not set(rows[0]) & set(rows[1])
+
+
+def test_resume_from_a_mid_epoch_checkpoint_trains_exactly_the_rest(main):
+    for rank in (0, 1):
+        full, resumed = trained(main, "full", rank), trained(main, "resumed", rank)
+        cut = main.result("cut", rank)
+        assert cut.get("error") == "KeyboardInterrupt"  # stopped at step 23, 3 steps after checkpoint-20
+        # Checkpoint 20: epoch 0's 16 steps and 4 of epoch 1.
+        assert resumed == {"1": full["1"][4:], "2": full["2"]}
+
+
+def test_a_checkpoint_of_another_seed_is_refused_on_every_process(main):
+    results = [main.result("other-seed", rank) for rank in (0, 1)]
+    for result in results:
+        assert result["error"] == "StateMismatchError", result
+        assert "chunksampler_state.json holds the state of another training sampler" in result["message"]
+        assert "seed" in result["message"]
+
+
+def test_evaluation_reads_each_row_once_across_the_processes(main):
+    evaluated = [main.result("eval", rank) for rank in (0, 1)]
+    rows = [[i for batch in result["evaluated"] for i in batch] for result in evaluated]
+    assert len(evaluated[0]["evaluated"]) == len(evaluated[1]["evaluated"]) == 10  # equal counts: gathered per batch
+    assert sorted(rows[0] + rows[1]) == list(range(job.N_EVAL))
+
+
+def test_a_trainer_that_prepares_a_dataloader_over_batch_sampler_is_refused(main):
+    for rank in (0, 1):
+        result = main.result("plain-loader", rank)
+        assert result["error"] == "ConfigError", result
+        assert "chunksampler.accelerate.prepare_loader" in result["message"]
+
+
+def test_the_example_prints_what_its_page_shows(jobs):
+    example = jobs[1]
+    assert example.returncode == 0, example.output[-3000:]
+    printed = [line for line in example.output.splitlines() if line.startswith("epoch ")]
+    assert printed == shown_output("trainer-train").splitlines()[:2]
+
+
+# --- in this process --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def args(tmp_path):
+    return transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+
+
+def test_the_loaders_are_chunk_data_loaders_of_the_samplers(args):
+    trainer = ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0),
+                           eval_dataset=job.Rows(job.N_EVAL, 1), train_sampler=job.sampler(),
+                           eval_sampler=cs.SequentialSampler(chunk_size=50, preload_nchunks=4, batch_size=50))
+    train = trainer.get_train_dataloader()
+    assert isinstance(train, ChunkDataLoader) and isinstance(train.sampler, cs.DistributedSampler)
+    assert (train.sampler.rank, train.sampler.world_size) == (0, 1)
+    assert len(train) == 32
+    batch = next(iter(train))
+    assert set(batch) == {"x", "labels", "idx"} and batch["idx"].shape == (64,)  # the Trainer's collator
+    evaluation = trainer.get_eval_dataloader()
+    assert evaluation.sampler.mode == "global" and len(evaluation) == 20
+
+
+def test_missing_samplers_and_foreign_ranks_are_named(args):
+    trainer = ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0))
+    with pytest.raises(cs.ConfigError, match="train_sampler is not given"):
+        trainer.get_train_dataloader()
+    foreign = cs.DistributedSampler(job.sampler(), dist_info=lambda: (1, 2))
+    trainer = ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0), train_sampler=foreign)
+    with pytest.raises(cs.ConfigError, match="rank 1 of world_size 2, but this is process 0 of the Trainer's 1"):
+        trainer.get_train_dataloader()
+    with pytest.raises(TypeError, match="train_sampler must be a chunksampler"):
+        ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0),
+                     train_sampler=torch.utils.data.RandomSampler(range(10)))
+
+
+def test_skip_first_batches_draws_indices_again_and_reads_only_the_rest():
+    # How the Trainer resumes: Accelerate's skip_first_batches makes a DataLoader over the loader's
+    # own batch sampler that drops the first k batches, with the loader's collate_fn.
+    from accelerate import skip_first_batches
+
+    reads = []
+
+    class Counted(job.Rows):
+        def __getitem__(self, i):
+            reads.append(i)
+            return super().__getitem__(i)
+
+    loader = ChunkDataLoader(Counted(job.N_OBS, 0), job.sampler(), collate_fn=transformers.default_data_collator)
+    loader.set_epoch(1)
+    reference = BatchSampler(job.sampler(), job.N_OBS)
+    reference.set_epoch(1)
+    want = list(reference)[5:]
+    skipped = skip_first_batches(loader, 5)
+    got = [batch["idx"].tolist() for batch in skipped]
+    assert got == want
+    assert sorted(reads) == sorted(i for batch in want for i in batch)
