@@ -95,16 +95,21 @@ def main():
     parser.add_argument("--record", help="a directory to write each worker's batches to, as JSON")
     args = parser.parse_args()
 
+    fit(train_loop, {"epochs": args.epochs, "fail_at": args.fail_at, "record": args.record}, Path(args.storage))
+
+
+def fit(train_fn, config, storage):
+    """One fit of ``train_fn(config)`` on 2 CPU workers of a local Ray cluster, which Ray starts
+    again once if they die; the run and its checkpoints are kept under ``storage``."""
     ray.init(num_cpus=2, include_dashboard=False)
-    trainer = TorchTrainer(
-        train_loop,
-        train_loop_config={"epochs": args.epochs, "fail_at": args.fail_at, "record": args.record},
-        scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
-        run_config=RunConfig(storage_path=str(Path(args.storage).resolve()), name="chunks",
-                             failure_config=FailureConfig(max_failures=1)),
-    )
-    result = trainer.fit()
-    ray.shutdown()
+    try:
+        result = TorchTrainer(
+            train_fn, train_loop_config=config, scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
+            run_config=RunConfig(storage_path=str(storage.resolve()), name="chunks",
+                                 failure_config=FailureConfig(max_failures=1)),
+        ).fit()
+    finally:
+        ray.shutdown()
     if result.error is not None:
         raise SystemExit(f"training failed: {result.error}")
 

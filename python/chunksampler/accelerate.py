@@ -25,7 +25,7 @@ adds it with Accelerate's own extension points:
 - a check, on every process at once, that the accelerator neither splits nor dispatches batches and
   that the sampler's rank and world size are the accelerator's process index and count.
 
-Tested with Accelerate 1.15 on torch 2.15 (CPU, gloo, ``accelerate launch --num_processes 2``)::
+Tested with Accelerate 1.15 on torch 2.15 (CPU, gloo, ``accelerate launch --multi_gpu --num_processes 2``)::
 
     accelerator = Accelerator()
     sampler = DistributedSampler(RandomSampler(chunk_size=64, preload_nchunks=8, batch_size=256,
@@ -74,7 +74,9 @@ def prepare_loader(
     batch count. ``TypeError`` if ``loader`` is not a ``chunksampler.torch.ChunkDataLoader``.
     """
     if not isinstance(accelerator, Accelerator):
-        raise TypeError(f"prepare_loader: accelerator must be an accelerate.Accelerator, got {type(accelerator).__name__}")
+        raise TypeError(
+            f"prepare_loader: accelerator must be an accelerate.Accelerator, got {type(accelerator).__name__}"
+        )
     if not isinstance(loader, ChunkDataLoader):
         hint = ""
         if isinstance(loader, torch.utils.data.DataLoader) and isinstance(loader.batch_sampler, BatchSampler):
@@ -178,6 +180,8 @@ class AcceleratedLoader(DataLoaderStateMixin):
 
     @property
     def batch_sampler(self) -> BatchSampler:
+        """Not there: raises ``NotADataLoaderError`` (an ``AttributeError`` too), since Accelerate's
+        ``skip_first_batches`` reads it to rebuild the loader; resume with ``load_state`` instead."""
         raise NotADataLoaderError(
             "AcceleratedLoader is not a torch DataLoader: Accelerate's skip_first_batches would rebuild one "
             "without device placement, without the gradient state and without this loader's position. Resume "

@@ -46,7 +46,8 @@ from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
 from .torch import _SAMPLER_OWNS, ChunkDataLoader
 
-__all__ = ["ChunkDataLoader", "ChunkDataModule"]
+# ChunkDataLoader (chunksampler.torch's) is importable from here too, as before it moved.
+__all__ = ["ChunkDataModule"]
 
 _SamplerArg = Union[AnySampler, Callable[[], AnySampler], None]
 

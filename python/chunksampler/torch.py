@@ -390,9 +390,13 @@ class ChunkDataLoader:
     """A ``torch.utils.data.DataLoader`` over a chunk sampler, for the trainers that take any iterable
     as a loader and rebuild a torch DataLoader around a sampler of their own: Lightning's
     ``Trainer`` uses it as it is (with its default ``use_distributed_sampler=True`` too),
-    Accelerate through ``chunksampler.accelerate.prepare_loader``, or a loop of your own. It is not
-    a DataLoader subclass, so no trainer rebuilds it; it needs torch only (also importable from
-    ``chunksampler.lightning``).
+    Accelerate through ``chunksampler.accelerate.prepare_loader``, the Hugging Face Trainer through
+    ``chunksampler.transformers.ChunkTrainer``, Ray Train or a loop of your own. It is not a
+    DataLoader subclass, so no trainer rebuilds it; it needs torch only (also importable from
+    ``chunksampler.lightning``). ``device`` (None: none) is where each batch's tensors are moved,
+    at any depth of tuples, lists and mappings: under Ray Train ``ray.train.torch.get_device()``,
+    in place of Ray's ``prepare_data_loader``, which it refuses (that would rebuild it with torch's
+    DistributedSampler, or fetch a batch ahead of the loop and of ``state_dict()``).
 
     ``dataset`` is a map-style dataset of ``n_obs`` observations (``len(dataset)`` by default) and
     ``sampler`` any chunksampler sampler; under several ranks a ``DistributedSampler`` whose rank and
@@ -411,9 +415,10 @@ class ChunkDataLoader:
     their seed (``rng=np.random.default_rng(SEED)``, the same SEED on every rank; a sampler made
     without ``rng`` takes the shared seed 0 in a ``DistributedSampler``), or, with
     ``equal_batches=True`` (the default: a training loader, whose gradient all-reduce waits for
-    every rank), if the ranks' batch counts differ; a validation loader that reads every row once (``enforce_equal_batches=False``) passes
-    ``equal_batches=False``. An error on one rank alone would leave the others waiting in their next
-    collective. Made before the process group exists, a loader checks at its first iteration.
+    every rank), if the ranks' batch counts differ; a validation loader that reads every row once
+    (``enforce_equal_batches=False``) passes ``equal_batches=False``. An error on one rank alone
+    would leave the others waiting in their next collective. Made before the process group exists,
+    a loader checks at its first iteration.
 
     Epochs: ``set_epoch(e)`` (Lightning calls it on ``loader.sampler`` at each epoch's start; each
     iteration plays the next epoch without it). Resume: ``state_dict()`` is the point after the

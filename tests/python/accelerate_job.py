@@ -114,8 +114,8 @@ def attempt(out: Path, part: str, rank: int, play) -> None:
     try:
         result = play()
     except Exception as error:  # noqa: BLE001 -- recorded and checked by the test
-        result = {"error": type(error).__name__, "message": str(error), "mro": [c.__name__ for c in type(error).__mro__],
-                  "traceback": traceback.format_exc()[-2000:]}
+        result = {"error": type(error).__name__, "message": str(error),
+                  "mro": [c.__name__ for c in type(error).__mro__], "traceback": traceback.format_exc()[-2000:]}
     write(out, part, rank, result)
 
 

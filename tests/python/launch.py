@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,14 @@ class Launch:
         path = self.out / f"{part}-rank{rank}.json"
         assert path.exists(), f"{self.name}: {part} wrote nothing on rank {rank}:\n{self.output[-3000:]}"
         return json.loads(path.read_text())
+
+
+@contextmanager
+def waited(*runs: Launch) -> Iterator[tuple[Launch, ...]]:
+    """The runs (started together, so they overlap), each waited for; on the way out, any still
+    running is killed with its process group (a test that failed early, an interrupted session)."""
+    try:
+        yield tuple(run.wait() for run in runs)
+    finally:
+        for run in runs:
+            run.kill()

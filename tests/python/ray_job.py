@@ -27,12 +27,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(EXAMPLES), os.envir
 # Every line the workers print, as printed: Ray otherwise folds lines that several workers print alike.
 os.environ["RAY_DEDUP_LOGS"] = "0"
 
-import ray  # noqa: E402
 import ray.train  # noqa: E402
 import ray.train.torch  # noqa: E402
 import ray_train as example  # noqa: E402
-from ray.train import FailureConfig, RunConfig, ScalingConfig  # noqa: E402
-from ray.train.torch import TorchTrainer  # noqa: E402
 
 import chunksampler as cs  # noqa: E402
 from chunksampler.torch import ChunkDataLoader  # noqa: E402
@@ -64,16 +61,7 @@ def train(config: dict) -> None:
 
 def main() -> None:
     out = Path(sys.argv[1]).resolve()
-    ray.init(num_cpus=2, include_dashboard=False)
-    trainer = TorchTrainer(
-        train, train_loop_config={"epochs": EPOCHS, "fail_at": FAIL_AT, "record": str(out)},
-        scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
-        run_config=RunConfig(storage_path=str(out / "ray"), name="chunks", failure_config=FailureConfig(max_failures=1)),
-    )
-    result = trainer.fit()
-    ray.shutdown()
-    if result.error is not None:
-        raise SystemExit(f"training failed: {result.error}")
+    example.fit(train, {"epochs": EPOCHS, "fail_at": FAIL_AT, "record": str(out)}, out / "ray")
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import shown_output
-from launch import Launch
+from launch import Launch, waited
 
 import chunksampler as cs
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ray.train")
-from chunksampler.torch import BatchSampler, ChunkDataLoader  # noqa: E402
+from chunksampler.torch import BatchSampler  # noqa: E402
 
 JOB = Path(__file__).with_name("ray_job.py")
 N_OBS = 2048
@@ -28,11 +28,8 @@ N_OBS = 2048
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray")
-    run = Launch(out, "ray_job.py", [sys.executable, str(JOB), str(out)])
-    try:
-        yield run.wait()
-    finally:
-        run.kill()
+    with waited(Launch(out, "ray_job.py", [sys.executable, str(JOB), str(out)])) as (run,):
+        yield run
 
 
 def recorded(job: Launch, name: str):
@@ -79,38 +76,3 @@ def test_the_example_prints_what_its_page_shows(job):
     lines = [re.sub(r"^\([^)]*\) ", "", re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in job.output.splitlines()]
     printed = list(dict.fromkeys(line for line in lines if line.startswith(("epoch ", "the workers die"))))
     assert printed == shown_output("ray-train").splitlines()
-
-
-# --- in this process --------------------------------------------------------------------------
-
-
-def test_the_loader_places_every_tensor_of_a_batch_on_its_device():
-    rows = torch.utils.data.TensorDataset(torch.arange(N_OBS), torch.zeros(N_OBS, 2))
-    sampler = cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64)
-    ids, x = next(iter(ChunkDataLoader(rows, sampler, device="meta")))
-    assert ids.device.type == x.device.type == "meta"
-
-    def as_dicts(batch):
-        return {"pair": (torch.stack([r[0] for r in batch]), [torch.stack([r[1] for r in batch])]), "n": len(batch)}
-
-    batch = next(iter(ChunkDataLoader(rows, sampler, device=torch.device("meta"), collate_fn=as_dicts)))
-    assert batch["pair"][0].device.type == batch["pair"][1][0].device.type == "meta" and batch["n"] == 64
-    with pytest.raises(cs.ConfigError, match="device must name a torch device"):
-        ChunkDataLoader(rows, sampler, device="no-such-device")
-
-
-def test_state_dict_after_the_batches_a_lagging_loop_finished():
-    rows = torch.utils.data.TensorDataset(torch.arange(N_OBS))
-    make = lambda: cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(3))  # noqa: E731
-    loader = ChunkDataLoader(rows, make())
-    whole = [batch[0].tolist() for batch in ChunkDataLoader(rows, make())]
-    it = iter(loader)
-    for _ in range(6):
-        next(it)
-    state = loader.state_dict(batches_done=5)  # the loop finished 5 of the 6 it was handed
-    assert state["batches_done"] == 5
-    with pytest.raises(cs.ConfigError, match=r"batches_done \(7\) must be in \[0, 6\]"):
-        loader.state_dict(batches_done=7)
-    resumed = ChunkDataLoader(rows, make())
-    resumed.load_state_dict(state)
-    assert [batch[0].tolist() for batch in resumed] == whole[5:]

@@ -4,6 +4,7 @@ IterableDataset, and dist_info="torch" under torchrun."""
 
 from __future__ import annotations
 
+import collections
 import doctest
 import json
 import pickle
@@ -23,7 +24,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, IterableDataset  # noqa: E402
 
 import chunksampler.torch as cstorch  # noqa: E402
-from chunksampler.torch import BatchSampler  # noqa: E402
+from chunksampler.torch import BatchSampler, ChunkDataLoader  # noqa: E402
 
 N_OBS = 103
 
@@ -373,3 +374,45 @@ def test_docstring_example_runs():
 def test_chunksampler_does_not_import_torch_until_asked():
     code = "import sys, chunksampler; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+# --- ChunkDataLoader's device and a lagging loop's state (torch alone; Ray Train's way in) ---
+
+
+def test_the_loader_places_every_tensor_of_a_batch_on_its_device():
+    rows = torch.utils.data.TensorDataset(torch.arange(2048), torch.zeros(2048, 2))
+    sampler = cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64)
+    ids, x = next(iter(ChunkDataLoader(rows, sampler, device="meta")))
+    assert ids.device.type == x.device.type == "meta"
+
+    def as_dicts(batch):
+        return {"pair": (torch.stack([r[0] for r in batch]), [torch.stack([r[1] for r in batch])]), "n": len(batch)}
+
+    batch = next(iter(ChunkDataLoader(rows, sampler, device=torch.device("meta"), collate_fn=as_dicts)))
+    assert batch["pair"][0].device.type == batch["pair"][1][0].device.type == "meta" and batch["n"] == 64
+    Pair = collections.namedtuple("Pair", "ids x")
+    pair = next(iter(ChunkDataLoader(rows, sampler, device="meta",
+                                     collate_fn=lambda b: Pair(*torch.utils.data.default_collate(b)))))
+    assert type(pair) is Pair and pair.ids.device.type == pair.x.device.type == "meta"
+    with pytest.raises(cs.ConfigError, match="device must name a torch device"):
+        ChunkDataLoader(rows, sampler, device="no-such-device")
+
+
+def test_state_dict_after_the_batches_a_lagging_loop_finished():
+    rows = torch.utils.data.TensorDataset(torch.arange(2048))
+
+    def make():
+        return cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(3))
+
+    loader = ChunkDataLoader(rows, make())
+    whole = [batch[0].tolist() for batch in ChunkDataLoader(rows, make())]
+    it = iter(loader)
+    for _ in range(6):
+        next(it)
+    state = loader.state_dict(batches_done=5)  # the loop finished 5 of the 6 it was handed
+    assert state["batches_done"] == 5
+    with pytest.raises(cs.ConfigError, match=r"batches_done \(7\) must be in \[0, 6\]"):
+        loader.state_dict(batches_done=7)
+    resumed = ChunkDataLoader(rows, make())
+    resumed.load_state_dict(state)
+    assert [batch[0].tolist() for batch in resumed] == whole[5:]

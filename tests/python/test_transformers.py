@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import shown_output
-from launch import Launch
+from launch import Launch, waited
 
 import chunksampler as cs
 
@@ -34,11 +34,8 @@ def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("trainer")
     started = (torchrun(root / "job", "trainer_job.py", JOB, str(root / "job")),
                torchrun(root / "example", "trainer_train.py", EXAMPLE, "--epochs", "2"))
-    try:
-        yield tuple(run.wait() for run in started)
-    finally:
-        for run in started:
-            run.kill()
+    with waited(*started) as done:
+        yield done
 
 
 @pytest.fixture(scope="module")
