@@ -29,7 +29,7 @@ from typing import Any
 import transformers
 
 from ._errors import ConfigError, StateError
-from ._integration import BASES, AnySampler, check_sampler
+from ._integration import BASES, AnySampler, agree_every_rank, check_sampler
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
 from .torch import ChunkDataLoader
@@ -91,6 +91,7 @@ class ChunkTrainerMixin:
         if dataset is None:
             raise ConfigError(f"{owner}: {'train_dataset' if split == 'train' else 'eval_dataset'} is not given")
         args = self.args
+        problem = None
         if isinstance(sampler, BASES):
             where = (args.process_index, args.world_size)
             if split == "train":
@@ -98,11 +99,14 @@ class ChunkTrainerMixin:
             else:
                 sampler = DistributedSampler(sampler, dist_info=lambda: where, mode="global")
         elif (sampler.rank, sampler.world_size) != (args.process_index, args.world_size):
-            raise ConfigError(
-                f"{owner}: {split}_sampler's dist_info gave rank {sampler.rank} of world_size {sampler.world_size}, "
+            problem = (
+                f"{split}_sampler's dist_info gave rank {sampler.rank} of world_size {sampler.world_size}, "
                 f"but this is process {args.process_index} of the Trainer's {args.world_size}: pass the plain "
                 "sampler (the Trainer wraps it) or a DistributedSampler(sampler, dist_info='torch')"
             )
+        # Each process's own sampler decides, so every process hears of any one's problem: one that
+        # raised alone would leave the others waiting in the loader's first collective.
+        agree_every_rank(owner, problem)
         collator = self._get_collator_with_removed_columns(self.data_collator, description=description)
         settings = {
             "collate_fn": collator,

@@ -92,6 +92,13 @@ def test_evaluation_reads_each_row_once_across_the_processes(main):
     assert sorted(rows[0] + rows[1]) == list(range(job.N_EVAL))
 
 
+def test_a_sampler_of_another_rank_is_refused_on_every_process(main):
+    for rank in (0, 1):  # only rank 1's sampler is wrong; rank 0 must not wait for it
+        result = main.result("foreign-rank", rank)
+        assert result["error"] == "ConfigError", result
+        assert "rank 1: train_sampler's dist_info gave rank 0 of world_size 2, but this is process 1" in result["message"]
+
+
 def test_a_trainer_that_prepares_a_dataloader_over_batch_sampler_is_refused(main):
     for rank in (0, 1):
         result = main.result("plain-loader", rank)

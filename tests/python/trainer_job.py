@@ -13,6 +13,8 @@ type and message instead.
 - ``resumed``: a new model and Trainer, ``train(resume_from_checkpoint=<cut>/checkpoint-20)``;
 - ``other-seed``: a resume from that checkpoint with a sampler of another seed (refused);
 - ``eval``: ``evaluate()`` over 1,000 rows;
+- ``foreign-rank``: rank 0 passes a ``DistributedSampler`` of the job's ranks, rank 1 one that
+  says it is rank 0 (refused on both: rank 1 alone raising would leave rank 0 waiting);
 - ``plain-loader``: a plain Trainer whose ``get_train_dataloader`` prepares a torch DataLoader over
   ``chunksampler.torch.BatchSampler`` with the Trainer's accelerator, as the Trainer does its own
   (refused).
@@ -90,7 +92,8 @@ def sampler(seed: int = 7) -> cs.RandomSampler:
     return cs.RandomSampler(chunk_size=64, preload_nchunks=4, batch_size=64, rng=np.random.default_rng(seed))
 
 
-def trainer(out: Path, model: Model, *, seed: int = 7, stop_at: int | None = None) -> ChunkTrainer:
+def trainer(out: Path, model: Model, *, seed: int = 7, stop_at: int | None = None,
+            train_sampler: cs.DistributedSampler | None = None) -> ChunkTrainer:
     args = transformers.TrainingArguments(
         output_dir=str(out), num_train_epochs=EPOCHS, save_strategy="steps", save_steps=SAVE_EVERY,
         learning_rate=0.01, use_cpu=True, ddp_backend="gloo", report_to="none", disable_tqdm=True,
@@ -98,7 +101,7 @@ def trainer(out: Path, model: Model, *, seed: int = 7, stop_at: int | None = Non
     )
     return ChunkTrainer(
         model, args, train_dataset=Rows(N_OBS, 0), eval_dataset=Rows(N_EVAL, 1),
-        train_sampler=sampler(seed), eval_sampler=cs.SequentialSampler(chunk_size=50, preload_nchunks=4, batch_size=50),
+        train_sampler=train_sampler or sampler(seed), eval_sampler=cs.SequentialSampler(chunk_size=50, preload_nchunks=4, batch_size=50),
         callbacks=[Epochs(model, stop_at)],
     )
 
@@ -143,6 +146,15 @@ def fit(out: Path, **kwargs):
     return play
 
 
+def foreign_rank(out: Path, rank: int):
+    def play() -> dict:
+        model = Model()
+        ranks = "torch" if rank == 0 else (lambda: (0, 2))
+        trainer(out, model, train_sampler=cs.DistributedSampler(sampler(), dist_info=ranks)).train()
+        return {"trained": {str(e): b for e, b in model.trained.items()}}
+    return play
+
+
 def evaluate(out: Path):
     def play() -> dict:
         model = Model()
@@ -160,6 +172,7 @@ def main() -> None:
     attempt(out, "resumed", rank, fit(out / "resumed", resume=checkpoint))
     attempt(out, "other-seed", rank, fit(out / "other-seed", seed=8, resume=checkpoint))
     attempt(out, "eval", rank, evaluate(out / "eval"))
+    attempt(out, "foreign-rank", rank, foreign_rank(out / "foreign-rank", rank))
     attempt(out, "plain-loader", rank, plain_loader(out / "plain-loader"))
 
 
