@@ -1,15 +1,10 @@
 // Catch2 main for the MPI tests: a one-process MPI job started by the test itself (no mpirun).
 // from_mpi() must refuse to work before MPI_Init and after MPI_Finalize; the tests in between
 // run with MPI initialized.
-#define CATCH_CONFIG_RUNNER
-// Catch2's implementation uses std::regex, in which GCC 12 at -O1 with sanitizers reports a false
-// -Wmaybe-uninitialized inside libstdc++'s std::function; it must not fail the -Werror build.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "../catch_session.hpp"
+
 #include <chunksampler/mpi.hpp>
 
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <cstdio>
@@ -56,7 +51,7 @@ int main(int argc, char* argv[]) {
   if (!refuses("before MPI_Init", "not initialized")) return 1;
 
   MPI_Init(&argc, &argv);
-  const int result = Catch::Session().run(argc, argv);
+  const int result = chunksampler_tests::run_catch_session(argc, argv);
   MPI_Finalize();
 
   if (!refuses("after MPI_Finalize", "finalized")) return 1;

@@ -56,6 +56,12 @@ def shown_output(name: str) -> str:
     return shown_block("python-output", name, "text")[1]
 
 
+# Seconds a multi-process job (torchrun, Lightning's DDP, Ray, JAX's processes) may take before it
+# counts as hung and is killed: a guard, not a speed check, and generous, since the stacks stage
+# runs two test files at a time (pytest -n 2) and so two such jobs may share the cores.
+JOB_TIMEOUT = 600
+
+
 def free_port() -> int:
     """A TCP port on the loopback address that nothing listens on now, for a job's coordinator."""
     with socket.socket() as s:

@@ -15,10 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from conftest import JOB_TIMEOUT, free_port
 
-# Seconds a launch may take before it is killed with its process group: a hang.
-TIMEOUT = 300
 
 
 class Launch:
@@ -26,7 +24,7 @@ class Launch:
     rank variables; ``name`` names it in failures. ``result(part, rank)`` reads what the job wrote
     to ``out/<part>-rank<rank>.json``."""
 
-    def __init__(self, out: Path, name: str, command: list[str], timeout: float = TIMEOUT) -> None:
+    def __init__(self, out: Path, name: str, command: list[str], timeout: float = JOB_TIMEOUT) -> None:
         out.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK")}
         env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, free_port, shown_output, rng
+from conftest import JOB_TIMEOUT, epoch_batches, free_port, shown_output, rng
 
 import chunksampler as cs
 
@@ -144,7 +144,7 @@ def job(tmp_path_factory):
     commands = [([sys.executable, str(HERE / "jax_ranks.py"), str(i), str(N_PROCESSES), port,
                   str(out / "collection.zarr"), str(out)], child_env(RANK=str(i), WORLD_SIZE=str(N_PROCESSES)))
                 for i in range(N_PROCESSES)]
-    run_together(commands, timeout=240)
+    run_together(commands, timeout=JOB_TIMEOUT)
     return [json.loads((out / f"process{i}.json").read_text()) for i in range(N_PROCESSES)]
 
 
@@ -226,7 +226,7 @@ def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(tmp_path):
     pytest.importorskip("annbatch")
     command = [sys.executable, str(JAX_TRAIN), str(tmp_path / "cells.zarr"), "--make-data", "--launch", "2",
                "--epochs", "3", "--record", str(tmp_path / "record")]
-    out = run_together([(command, child_env())], timeout=240)[0]
+    out = run_together([(command, child_env())], timeout=JOB_TIMEOUT)[0]
     records = [json.loads((tmp_path / "record" / f"process{i}.json").read_text()) for i in range(2)]
     # 4,000 cells over 2 processes, batches of 64: 31 batches each, 3,968 cells read every epoch.
     assert "process 0 of 2: 31 batches of 64 per epoch from rows [0, 1984) of the 4000 cells" in out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, free_port, shown_output, rng, run_child
+from conftest import JOB_TIMEOUT, epoch_batches, free_port, shown_output, rng, run_child
 
 for module in ("torch", "annbatch", "anndata", "zarr", "scipy"):
     pytest.importorskip(module)
@@ -56,7 +56,7 @@ def test_torchrun_job_streams_each_rank_its_disjoint_shard(collection, tmp_path)
     rows = tmp_path / "rows.npz"
     out = run(["-m", "torch.distributed.run", "--nproc_per_node", str(WORLD_SIZE), "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), "--monitor_interval", "0.1",
-               str(STEPS / "stream.py"), str(collection), "--rows", str(rows)], timeout=150)
+               str(STEPS / "stream.py"), str(collection), "--rows", str(rows)], timeout=JOB_TIMEOUT)
     devices = [f"cuda:{rank}" if torch.cuda.device_count() >= WORLD_SIZE else "cpu" for rank in range(WORLD_SIZE)]
     assert out == (f"[rank 0/2] {devices[0]} streamed 9984 rows in 39 batches\n"
                    f"[rank 1/2] {devices[1]} streamed 9984 rows in 39 batches\n"

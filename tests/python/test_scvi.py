@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import free_port, shown_output
+from conftest import JOB_TIMEOUT, free_port, shown_output
 
 import chunksampler as cs
 
@@ -70,7 +70,7 @@ def cell_ids(work):
     return obs["cell_id"].to_numpy()
 
 
-def run_example(work: Path, *args: object, timeout: float = 240) -> subprocess.CompletedProcess:
+def run_example(work: Path, *args: object, timeout: float = JOB_TIMEOUT) -> subprocess.CompletedProcess:
     """The example on 2 ranks (Lightning starts rank 1 itself); the whole process group is killed
     if it outlives ``timeout``."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -210,7 +210,7 @@ def test_the_loss_falls(runs):
 
 def test_a_checkpoint_of_another_seed_stops_every_rank_with_state_mismatch_error(runs, work):
     other = run_example(work, "--resume", work / "checkpoints" / "last.ckpt", "--seed", 8,
-                        "--record", work / "other", timeout=180)
+                        "--record", work / "other")
     assert other.returncode != 0
     for rank in RANKS:
         assert f"[rank{rank}]: chunksampler._errors.StateMismatchError: DistributedSampler: restore: the state's seed" \

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_child
+from conftest import JOB_TIMEOUT, run_child
 
 import chunksampler as cs
 
@@ -135,7 +135,7 @@ def test_state_saved_mid_run_resumes_exactly_in_a_new_process(workers, tmp_path)
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps(made))
     result = tmp_path / "result.json"
-    run = run_child([str(Path(job.__file__)), str(manifest), str(result)], timeout=120)
+    run = run_child([str(Path(job.__file__)), str(manifest), str(result)], timeout=JOB_TIMEOUT)
     assert run.returncode == 0, run.stderr[-3000:]
     resumed = json.loads(result.read_text())
     for name in made:

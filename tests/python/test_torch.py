@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import epoch_batches, free_port, rng
+from conftest import JOB_TIMEOUT, epoch_batches, free_port, rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -316,7 +316,7 @@ def test_torchrun_ranks_get_disjoint_shards_of_equal_batches_from_dist_info_torc
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--monitor_interval", "0.1",
                "--redirects", "1", "--tee", "1", "--log_dir", str(tmp_path / "logs"),
                str(script), str(n_obs), str(tmp_path / "result.json")]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "result.json").read_text())
     assert report["world_size"] == 2

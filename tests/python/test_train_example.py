@@ -5,13 +5,13 @@ mid-epoch and resumed from its checkpoint. Each run records, per rank, the batch
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import JOB_TIMEOUT, free_port
 
 for module in ("torch", "h5py", "anndata"):
     pytest.importorskip(module, reason=f"train.py and its fixture need {module} (python3-torch, python3-anndata)")
@@ -27,14 +27,11 @@ CHECKPOINT_EVERY, STOP_AFTER = 5, 17
 
 def torchrun(*args: object) -> str:
     """Runs train.py on 2 ranks with this interpreter; returns what they printed."""
-    with socket.socket() as s:  # a free port, so parallel runs do not meet at torchrun's default
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     # Debian's torch 1.13 crashes on torchrun's default --redirects 0 --tee 0: tee stdout.
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-               "--master_addr", "127.0.0.1", "--master_port", str(port), "--redirects", "1", "--tee", "1",
+               "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
                str(TRAIN), *map(str, args)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT)
     assert run.returncode == 0, f"{' '.join(command)} exited with {run.returncode}:\n{run.stdout}\n{run.stderr}"
     return run.stdout
 
