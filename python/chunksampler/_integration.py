@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 from . import _chunksampler
 from ._dist import torch_job
 from ._errors import ConfigError, StateFormatError
-from ._ranks import check_ranks
+from ._ranks import by_rank, check_ranks
 from ._samplers import (
     ClassSampler,
     DistributedSampler,
@@ -99,21 +99,13 @@ def agree_every_rank(owner: str, problem: str | None) -> None:
 
         problems = [None] * job[1]
         torch.distributed.all_gather_object(problems, problem)
-    ranks: dict[str, list[int]] = {}
-    for rank, found in enumerate(problems):
-        if found is not None:
-            ranks.setdefault(found, []).append(rank)
-    if not ranks:
-        return
     if len(problems) == 1:
-        raise ConfigError(f"{owner}: {next(iter(ranks))}")
-    raise ConfigError(
-        f"{owner}: "
-        + "; ".join(
-            f"{'rank' if len(where) == 1 else 'ranks'} {', '.join(map(str, where))}: {found}"
-            for found, where in ranks.items()
-        )
-    )
+        if problem is not None:
+            raise ConfigError(f"{owner}: {problem}")
+        return
+    found = by_rank(problems)
+    if found is not None:
+        raise ConfigError(f"{owner}: {found}")
 
 
 # --- the batches one pass hands out --------------------------------------------------------------

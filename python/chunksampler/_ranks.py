@@ -14,7 +14,7 @@ from typing import Any
 from ._errors import ConfigError
 from ._samplers import DistributedSampler
 
-__all__ = ["check_ranks"]
+__all__ = ["check_ranks", "by_rank"]
 
 _SEED_FIX = (
     "build the sampler with rng=np.random.default_rng(SEED), the same SEED on every rank (or without rng: a "
@@ -37,15 +37,30 @@ def _what(sampler: Any, n_obs: int, rank: int) -> dict[str, Any]:
     }
 
 
-def _by_value(everyone: list[dict[str, Any]], key: str) -> str:
-    """``value (ranks a, b), value (rank c)`` for the ranks' values of ``key``."""
+def _ranks(ranks: list[int]) -> str:
+    """``rank 2`` or ``ranks 0, 1``."""
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"
+
+
+def _grouped(pairs: list[tuple[Any, int]]) -> dict[Any, list[int]]:
+    """The ranks of each value of ``(value, rank)`` pairs, in the order the values first come."""
     groups: dict[Any, list[int]] = {}
-    for r in everyone:
-        groups.setdefault(r[key], []).append(r["rank"])
-    return "; ".join(
-        f"{value} on {'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"
-        for value, ranks in groups.items()
-    )
+    for value, rank in pairs:
+        groups.setdefault(value, []).append(rank)
+    return groups
+
+
+def by_rank(problems: list[str | None]) -> str | None:
+    """``ranks 0, 1: problem; rank 3: other problem`` for each rank's problem (``problems[rank]``, None
+    where it found none); None where none did."""
+    groups = _grouped([(problem, rank) for rank, problem in enumerate(problems) if problem is not None])
+    return "; ".join(f"{_ranks(ranks)}: {problem}" for problem, ranks in groups.items()) or None
+
+
+def _by_value(everyone: list[dict[str, Any]], key: str) -> str:
+    """``value on ranks a, b; value on rank c`` for the ranks' values of ``key``."""
+    groups = _grouped([(r[key], r["rank"]) for r in everyone])
+    return "; ".join(f"{value} on {_ranks(ranks)}" for value, ranks in groups.items())
 
 
 def check_ranks(
@@ -72,20 +87,17 @@ def check_ranks(
             gather = torch.distributed.all_gather_object
         everyone = [None] * world_size
         gather(everyone, mine)
-    problems: dict[str, list[int]] = {}
+    problems: list[str | None] = []
     for r in everyone:
+        problem = None
         if r["sampler_world_size"] is None:
             if world_size > 1:
                 problem = f"a {r['sampler']}, not a DistributedSampler, so every rank would read every observation"
-                problems.setdefault(problem, []).append(r["rank"])
         elif (r["sampler_rank"], r["sampler_world_size"]) != (r["rank"], world_size):
             problem = f"dist_info gave rank {r['sampler_rank']} of world_size {r['sampler_world_size']}"
-            problems.setdefault(problem, []).append(r["rank"])
-    if problems:
-        found = "; ".join(
-            f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {problem}"
-            for problem, ranks in problems.items()
-        )
+        problems.append(problem)
+    found = by_rank(problems)
+    if found is not None:
         raise ConfigError(
             f"{owner}: the sampler's rank and world_size must be this torch.distributed job's on every rank "
             f"(world_size {world_size}); {found}. Use DistributedSampler(sampler, dist_info='torch'), made on "

@@ -28,9 +28,11 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "acceler
 
 def launch(out: Path, name: str, script: Path, *args: str) -> Launch:
     """``accelerate launch`` of ``script`` on 2 CPU processes (``--multi_gpu`` starts them with
-    torchrun; the scripts' ``Accelerator(cpu=True)`` then runs gloo on the CPU)."""
+    torchrun; the scripts' ``Accelerator(cpu=True)`` then runs gloo on the CPU). Port 0: a free one
+    of Accelerate's choosing, since its default, 29500, is every launch's: two at once would meet."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script), *args]
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               "--main_process_port", "0", str(script), *args]
     return Launch(out, name, command)
 
 
