@@ -14,19 +14,20 @@ A drop-in for annbatch's samplers (same constructor keywords, methods, propertie
         ...  # read request["requests"], then train on each of request["splits"]
 """
 
-from __future__ import annotations
+import importlib.metadata as _metadata
 
-from importlib.metadata import PackageNotFoundError, version
-
-from ._annbatch import register_with_annbatch
+from ._annbatch import register_with_annbatch as _register_with_annbatch
+from ._checkpoint import load_state, save_state, write_atomically
 from ._errors import (
     ConfigError,
     DistEnvironmentError,
     FragmentedSplitError,
     NotADataLoaderError,
     StateError,
+    StateFileError,
     StateFormatError,
     StateMismatchError,
+    StateWriteError,
 )
 from ._samplers import (
     ClassSampler,
@@ -41,11 +42,11 @@ from ._types import LoadRequest, RequestArrays, SamplerStateDict
 from ._workers import WorkerInfo
 
 try:
-    __version__ = version("chunksampler")
-except PackageNotFoundError:  # imported from a build tree, not installed
+    __version__ = _metadata.version("chunksampler")
+except _metadata.PackageNotFoundError:  # imported from a build tree, not installed
     __version__ = "unknown"
 
-register_with_annbatch(
+_register_with_annbatch(
     (RandomSampler, SequentialSampler, ClassSampler, WeightedClassSampler, MixtureSampler, DistributedSampler)
 )
 
@@ -63,12 +64,22 @@ __all__ = [
     "SequentialSampler",
     "SplitReport",
     "StateError",
+    "StateFileError",
     "StateFormatError",
     "SamplerStateDict",
     "StateMismatchError",
+    "StateWriteError",
     "WeightedClassSampler",
     "WorkerInfo",
     "__version__",
     "check_disjoint",
+    "load_state",
+    "save_state",
     "split_mask",
+    "write_atomically",
 ]
+
+
+def __dir__() -> list[str]:
+    # The public names only: not the private modules, nor what this file imports to build them.
+    return sorted(__all__)

@@ -16,8 +16,10 @@ __all__ = [
     "FragmentedSplitError",
     "NotADataLoaderError",
     "StateError",
+    "StateFileError",
     "StateFormatError",
     "StateMismatchError",
+    "StateWriteError",
 ]
 
 
@@ -60,6 +62,28 @@ class StateMismatchError(StateError):
 
 class StateFormatError(StateError):
     """State text that cannot be read as a state (C++ ``chunksampler::StateFormatError``)."""
+
+
+class StateFileError(StateError):
+    """A checkpoint file ``load_state`` cannot read: missing, or unreadable (C++
+    ``chunksampler::StateFileError``). ``errno`` is the operating system's error number
+    (``errno.ENOENT`` for a missing file). A ``StateError``, so a job that starts afresh on a corrupt
+    checkpoint does so on a missing one too."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.errno)
+
+
+class StateWriteError(OSError):
+    """``save_state`` or ``write_atomically`` could not write, sync or rename the file: a full disk,
+    no permission (C++ ``chunksampler::StateWriteError``). An ``OSError`` whose ``errno`` is the
+    operating system's. The previous file is still in place, unless only the directory's sync after
+    the rename failed (the new one is then in place, not yet durable). Not a ``StateError``: nothing
+    is wrong with the state."""
 
 
 class DistEnvironmentError(RuntimeError):

@@ -5,6 +5,7 @@
 // from the C++ library.
 // The public names live in the plain Python modules beside it (chunksampler/_samplers.py).
 
+#include <chunksampler/checkpoint.hpp>
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/dist_info.hpp>
 #include <chunksampler/distributed_sampler.hpp>
@@ -408,6 +409,14 @@ void raise_as(const char* name, const char* message) {
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
+  } catch (const cs::StateFileError& e) {
+    nb::object cls = nb::module_::import_("chunksampler._errors").attr("StateFileError");
+    nb::object error = cls(e.what(), e.code().value());
+    PyErr_SetObject(cls.ptr(), error.ptr());
+  } catch (const cs::StateWriteError& e) {
+    nb::object cls = nb::module_::import_("chunksampler._errors").attr("StateWriteError");
+    nb::object error = cls(e.code().value(), e.what());
+    PyErr_SetObject(cls.ptr(), error.ptr());
   } catch (const cs::StateMismatchError& e) {
     raise_as("StateMismatchError", e.what());
   } catch (const cs::StateFormatError& e) {
@@ -927,6 +936,31 @@ NB_MODULE(_chunksampler, m) {
         return fields;
       },
       nb::arg("text"), "The fields of a state text, read by cs::SamplerState::parse (StateFormatError if not one).");
+  // Checkpoint files, the C++ library's format: a Python job's and a C++ job's read each other's.
+  m.def(
+      "save_state",
+      [](const std::string& path, const std::string& text) {
+        const cs::SamplerState state = cs::SamplerState::parse(text);
+        nb::gil_scoped_release release;
+        cs::save_state(path, state);
+      },
+      nb::arg("path"), nb::arg("text"), "cs::save_state of the state text (StateFormatError if not one).");
+  m.def(
+      "load_state",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return cs::load_state(path).to_string();
+      },
+      nb::arg("path"), "The state text of the checkpoint file, read by cs::load_state.");
+  m.def(
+      "write_atomically",
+      [](const std::string& path, const nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig>& bytes) {
+        // Read where it lies: the caller's object holds the buffer for the call.
+        const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        nb::gil_scoped_release release;
+        cs::write_atomically(path, view);
+      },
+      nb::arg("path"), nb::arg("data"), "cs::write_atomically of a contiguous byte buffer, viewed, not copied.");
   m.def("split_mask", &split_mask, nb::arg("columns"), nb::arg("select"), nb::arg("one_column"), nb::arg("chunk_size"),
         nb::arg("max_short_share").none(),
         "cs::split_mask: ([(start, stop), ...], (runs, rows, short_runs, short_rows, short_share)) of the rows "

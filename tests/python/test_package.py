@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import chunksampler
 from chunksampler import _chunksampler
 
@@ -37,10 +39,45 @@ def test_version_is_the_cpp_headers():
     assert chunksampler.__version__ != "unknown"
 
 
-
 def test_extension_needs_no_shared_libfmt():
     # In a fresh interpreter: torch, which other tests import, loads a libfmt of its own.
     if not Path("/proc/self/maps").exists():
         return  # not Linux: nothing to read the loaded libraries from
     code = "import chunksampler._chunksampler; print('libfmt' in open('/proc/self/maps').read())"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_dir_is_the_public_api():
+    assert dir(chunksampler) == sorted(chunksampler.__all__)
+    # Nothing public beyond __all__ but the integrations' modules, once imported.
+    integrations = {"torch", "lightning", "scvi", "accelerate", "transformers"}
+    extra = {name for name in vars(chunksampler) if not name.startswith("_")} - set(chunksampler.__all__)
+    assert extra <= integrations, extra
+    assert not hasattr(chunksampler, "version") and not hasattr(chunksampler, "annotations")
+
+
+EXTRAS = {"torch", "torchdata", "lightning", "scvi", "annbatch", "jax", "accelerate", "transformers", "ray", "all",
+          "test"}
+
+
+def test_the_extras_hold_what_the_stacks_run():
+    # scripts/deps.sh makes the stacks' environment by installing the extras `all` and `test`; here
+    # every requirement of every extra is installed, at a version inside its bounds.
+    from importlib import metadata
+
+    requirements = pytest.importorskip("packaging.requirements")
+    assert set(metadata.metadata("chunksampler").get_all("Provides-Extra")) == EXTRAS
+    declared = [requirements.Requirement(text) for text in metadata.requires("chunksampler")]
+    for extra in sorted(EXTRAS):
+        wanted = [r for r in declared if r.marker is not None and r.marker.evaluate({"extra": extra})]
+        assert wanted, extra
+        for requirement in wanted:
+            if requirement.name == "chunksampler":  # one extra naming others: `all` names every one
+                assert requirement.extras <= EXTRAS, requirement
+                assert extra != "all" or requirement.extras == EXTRAS - {"all", "test"}, requirement
+                continue
+            try:
+                installed = metadata.version(requirement.name)
+            except metadata.PackageNotFoundError:
+                pytest.skip(f"{requirement.name} (extra {extra}) is not installed here")
+            assert requirement.specifier.contains(installed, prereleases=True), (extra, str(requirement), installed)
