@@ -32,8 +32,9 @@ example_packages=(libcli11-dev)
 # beside the package: PyTorch (the DataLoader and torchrun tests), pandas (ClassSampler's
 # categoricals), h5py and AnnData (the training example's .h5ad). The build tools and pytest come
 # from the Python package index.
+# git: the tests that run the examples check `git status` in a scratch repository afterwards.
 python_test_packages=(python3-venv python3-numpy python3-dev python3-pip python3-torch python3-pandas python3-h5py
-  python3-anndata)
+  python3-anndata git)
 # The documentation site (scripts/docs.sh): Doxygen reads the headers, Chromium opens the pages.
 docs_packages=(doxygen chromium)
 # The lint (scripts/lint.sh): the dev configuration needs Catch2, MPI for the MPI examples and
@@ -81,17 +82,45 @@ find_python312() {
   return 1
 }
 
-# Prints the directory of the Python 3.12 environment of PyPI's training stacks
-# (tests/stacks/requirements.txt: torch 2, Lightning, torchdata, scvi-tools, JAX, annbatch), made
-# the first time on a machine (about 3 minutes and 6 GB, CUDA libraries included) and reused while
-# the requirements file is unchanged: its hash names the directory, under $CHUNKSAMPLER_STACKS_DIR,
-# else ~/.cache/chunksampler. Nothing of ours is installed there: thin_stacks_env layers a fresh
+# The requirements of pyproject.toml's extras NAMES (`all` includes the others), one per line, as
+# PYTHON (3.11 or later: tomllib) reads them: what the stacks' environment is made of.
+extras_requirements() {
+  local python="$1" root="$2"
+  shift 2
+  "$python" - "$root/pyproject.toml" "$@" <<'EOF'
+import re, sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+wanted: list[str] = []
+def add(name: str) -> None:
+    for requirement in extras[name]:
+        self_reference = re.fullmatch(r"chunksampler\[(.+)\]", requirement)
+        if self_reference:
+            for other in self_reference.group(1).split(","):
+                add(other.strip())
+        elif requirement not in wanted:
+            wanted.append(requirement)
+for name in sys.argv[2:]:
+    add(name)
+print("\n".join(wanted))
+EOF
+}
+
+# Prints the directory of the Python 3.12 environment of PyPI's training stacks: pyproject.toml's
+# extras `all` and `test` (torch 2, Lightning, torchdata, scvi-tools, Accelerate, transformers, Ray
+# Train, JAX, annbatch, pytest), installed through the extras so that they cannot rot, with every
+# version pinned by tests/stacks/requirements.txt (pip's constraints). Made the first time on a
+# machine (about 3 minutes and 6 GB, CUDA libraries included) and reused while the pins and the
+# extras are unchanged: their hash names the directory, under $CHUNKSAMPLER_STACKS_DIR, else
+# ~/.cache/chunksampler. Nothing of ours is installed there: thin_stacks_env layers a fresh
 # environment over it for each run.
 ensure_stacks_env() {
   local root="$1"
-  local requirements="$root/tests/stacks/requirements.txt"
-  local key
-  key=$(sha256sum "$requirements" | cut -c1-16)
+  local pins="$root/tests/stacks/requirements.txt"
+  local python312 wanted key
+  python312=$(find_python312)
+  wanted=$(extras_requirements "$python312" "$root" all test)
+  key=$( (cat "$pins"; echo "$wanted") | sha256sum | cut -c1-16)
   local parent="${CHUNKSAMPLER_STACKS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/chunksampler}"
   local dir="$parent/stacks-$key"
   mkdir -p "$parent"
@@ -99,12 +128,12 @@ ensure_stacks_env() {
     # One maker at a time; a run that waited finds the environment done.
     flock 9
     if [ ! -f "$dir/.complete" ]; then
-      local python312
-      python312=$(find_python312)
       echo "$(basename "$0"): making the training stacks' environment $dir (once per machine)" >&2
       rm -rf "$dir"
       "$python312" -m venv "$dir"
-      "$dir/bin/pip" install --quiet --disable-pip-version-check --no-input --no-compile -r "$requirements" >&2
+      echo "$wanted" >"$dir/extras-requirements.txt"
+      "$dir/bin/pip" install --quiet --disable-pip-version-check --no-input --no-compile \
+        -c "$pins" -r "$dir/extras-requirements.txt" >&2
       touch "$dir/.complete"
     fi
   ) 9>"$parent/.lock"
