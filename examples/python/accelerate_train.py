@@ -2,17 +2,19 @@
 """Trains a small model with Hugging Face Accelerate on 2 CPU processes, its batches chosen by
 chunksampler; a run stopped mid-epoch resumes from `accelerator.save_state` exactly where it saved.
 
-    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py              # 3 epochs
-    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py --stop-after 21
-    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py --resume ckpt/step-20
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py work/accelerate   # 3 epochs
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py work/accelerate --stop-after 21
+    accelerate launch --multi_gpu --num_processes 2 examples/python/accelerate_train.py work/accelerate \
+        --resume work/accelerate/step-20
 
 (`--multi_gpu` starts the processes with torchrun; `Accelerator(cpu=True)` below runs them on the
 CPU with gloo, `--gpu` on the GPUs.) Each process reads its own DistributedSampler shard: 2,048
 rows, 16 batches of 64 per process and epoch, a new order every epoch. The state is saved every
-`--save-every` steps; at each epoch's end process 0 prints what the processes trained.
+`--save-every` steps, as DIR/step-K; at each epoch's end process 0 prints what the processes trained.
 """
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,6 +34,7 @@ def rows(n, seed):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", type=Path, help="where accelerator.save_state writes: DIR/step-K")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--save-every", type=int, default=20, help="accelerator.save_state every N steps")
     parser.add_argument("--stop-after", type=int, help="stop (as if the job died) after this many steps")
@@ -65,7 +68,7 @@ def main():
             trained.append(ids)
             step += 1
             if step % args.save_every == 0:
-                accelerator.save_state(f"ckpt/step-{step}")
+                accelerator.save_state(str(args.dir / f"step-{step}"))
             if step == args.stop_after:
                 accelerator.print(f"stopped after step {step} (epoch {epoch}, batch {first + len(trained) - 1})")
                 return

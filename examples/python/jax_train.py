@@ -10,19 +10,22 @@ jax.lax.pmean averages the gradients over the processes (a shard_map over one CP
 process; on CPU JAX runs the collective over gloo), so every process keeps the same parameters.
 
     # one command: starts 2 processes on this machine, joined at a free port on 127.0.0.1
-    python examples/python/jax_train.py cells.zarr --make-data --launch 2
+    python examples/python/jax_train.py work/jax/cells.zarr --make-data --launch 2
 
     # or the two processes yourself (--make-data: process 0 writes the collection, the other waits)
-    python examples/python/jax_train.py cells.zarr --make-data --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 0 &
-    python examples/python/jax_train.py cells.zarr --make-data --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 1
+    python examples/python/jax_train.py work/jax/cells.zarr --make-data \
+        --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 0 &
+    python examples/python/jax_train.py work/jax/cells.zarr --make-data \
+        --coordinator 127.0.0.1:12355 --num-processes 2 --process-id 1
 
     # under Slurm or Open MPI, jax.distributed.initialize() finds the coordinator, count and id itself
-    srun --ntasks 2 python examples/python/jax_train.py cells.zarr --make-data
+    srun --ntasks 2 python examples/python/jax_train.py work/jax/cells.zarr --make-data
 
 The task: tell three synthetic cell types apart from log1p counts of 20 genes (--make-data writes
-them as two .h5ad "donor" files and shuffles them into the collection with annbatch's
-DatasetCollection.add_adatas). Needs jax, annbatch (0.3) and chunksampler. --launch runs the
-processes on CPU (JAX_PLATFORMS=cpu) with one thread each unless the environment says otherwise.
+them as two .h5ad "donor" files beside DATA, DATA's folder made if missing, and shuffles them into
+the collection with annbatch's DatasetCollection.add_adatas; then the processes train on it).
+Needs jax, annbatch (0.3) and chunksampler. --launch runs the processes on CPU (JAX_PLATFORMS=cpu)
+with one thread each unless the environment says otherwise.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ N_TYPES = 3
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("data", help="the DatasetCollection (a .zarr directory)")
-    parser.add_argument("--make-data", action="store_true", help="write DATA first if it does not exist (process 0)")
+    parser.add_argument("--make-data", action="store_true",
+                        help="write DATA (and its two .h5ad inputs beside it) first if it does not exist (process 0)")
     parser.add_argument("--cells", type=int, default=4000, help="cells --make-data writes (%(default)s)")
     parser.add_argument("--genes", type=int, default=20, help="genes --make-data writes (%(default)s)")
     parser.add_argument("--epochs", type=int, default=5, help="epochs to train (%(default)s)")
@@ -133,6 +137,7 @@ def make_collection(args):
     from annbatch import DatasetCollection
 
     rng = np.random.default_rng(args.seed)
+    Path(args.data).parent.mkdir(parents=True, exist_ok=True)
     # The types differ by about 30% in each gene's mean, and each cell's size factor blurs them.
     profiles = rng.gamma(2.0, 1.5, size=args.genes) * np.exp(0.3 * rng.normal(size=(N_TYPES, args.genes)))
     inputs, first = [], 0

@@ -3,18 +3,21 @@
 chunksampler, with Lightning's default settings; a crash mid-epoch resumes exactly where the
 checkpoint stopped.
 
-    python examples/python/lightning_train.py                            # 3 epochs
-    python examples/python/lightning_train.py --stop-after 23            # "crashes" at step 23
-    python examples/python/lightning_train.py --resume ckpt/step=20.ckpt # continues from step 20
+    python examples/python/lightning_train.py work/lightning                  # 3 epochs
+    python examples/python/lightning_train.py work/lightning --stop-after 23  # "crashes" at step 23
+    python examples/python/lightning_train.py work/lightning --resume work/lightning/ckpt/step=20.ckpt
 
 Lightning's ddp launcher starts rank 1 by running this script again. ChunkDataModule wraps the
 training RandomSampler in a DistributedSampler of each rank (its own shard, a new order every
 epoch) and the validation SequentialSampler in one that reads each row once across the ranks.
-At each epoch's end rank 0 prints what every rank trained and validated.
+At each epoch's end rank 0 prints what every rank trained and validated. Everything the job
+writes goes under the directory it is given: the checkpoints in DIR/ckpt (every 20 steps), and
+DIR is Lightning's default_root_dir.
 """
 
 import argparse
 import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -85,6 +88,7 @@ class Crash(Callback):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", type=Path, help="where the job writes: DIR/ckpt/step=K.ckpt, Lightning's root directory")
     parser.add_argument("--devices", type=int, default=2, help="processes, one per device (%(default)s)")
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu or gpu (%(default)s)")
     parser.add_argument("--epochs", type=int, default=3, help="(%(default)s)")
@@ -99,12 +103,12 @@ def main():
         val_dataset=rows(250, 1), val_sampler=cs.SequentialSampler(chunk_size=16, preload_nchunks=4, batch_size=32),
         num_workers=args.workers,
     )
-    checkpoints = ModelCheckpoint("ckpt", "{step}", every_n_train_steps=args.checkpoint_every, save_top_k=-1,
-                                  enable_version_counter=False)  # a new run's step=20.ckpt replaces an old one
+    checkpoints = ModelCheckpoint(args.dir / "ckpt", "{step}", every_n_train_steps=args.checkpoint_every,
+                                  save_top_k=-1, enable_version_counter=False)  # a new step=20.ckpt replaces an old
     trainer = Trainer(
         accelerator=args.accelerator, devices=args.devices, strategy="ddp" if args.devices > 1 else "auto",
         max_epochs=args.epochs, callbacks=[checkpoints] + ([Crash(args.stop_after)] if args.stop_after else []),
-        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=args.dir, logger=False, enable_progress_bar=False, enable_model_summary=False,
     )
     trainer.fit(Model(), datamodule=data, ckpt_path=args.resume)
 

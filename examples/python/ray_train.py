@@ -3,14 +3,15 @@
 worker that dies mid-epoch is started again by Ray and resumes from the last reported checkpoint
 exactly where it was saved.
 
-    python examples/python/ray_train.py                 # 3 epochs
-    python examples/python/ray_train.py --fail-at 23    # the workers die at step 23; Ray restarts them
+    python examples/python/ray_train.py work/ray                 # 3 epochs
+    python examples/python/ray_train.py work/ray --fail-at 23    # the workers die at step 23; Ray restarts them
 
 Each worker makes its loader in the training function, after Ray has started the process group:
 a ChunkDataLoader over DistributedSampler(..., dist_info="torch") (its own shard of the 2,048 rows,
 16 batches of 64 per worker and epoch, a new order every epoch) that places its batches on the
 worker's device. Rank 0 reports a checkpoint (the model and the loader's state) every 20 steps; at
-each epoch's end it prints what the workers trained.
+each epoch's end it prints what the workers trained. Ray keeps the run and its checkpoints under
+the directory given (its RunConfig's storage_path).
 """
 
 import argparse
@@ -89,18 +90,22 @@ def train_loop(config):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", type=Path, help="where Ray keeps the run and its checkpoints (DIR/chunks)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--fail-at", type=int, help="the workers die after this step; Ray starts them again")
-    parser.add_argument("--storage", default="ray-results", help="where Ray keeps the run and its checkpoints")
-    parser.add_argument("--record", help="a directory to write each worker's batches to, as JSON")
+    parser.add_argument("--record", type=Path, help="a directory to write each worker's batches to, as JSON")
     args = parser.parse_args()
 
-    fit(train_loop, {"epochs": args.epochs, "fail_at": args.fail_at, "record": args.record}, Path(args.storage))
+    if args.record:
+        args.record.mkdir(parents=True, exist_ok=True)
+        args.record = str(args.record.resolve())  # absolute: Ray need not start the workers in this directory
+    fit(train_loop, {"epochs": args.epochs, "fail_at": args.fail_at, "record": args.record}, args.dir)
 
 
 def fit(train_fn, config, storage):
     """One fit of ``train_fn(config)`` on 2 CPU workers of a local Ray cluster, which Ray starts
-    again once if they die; the run and its checkpoints are kept under ``storage``."""
+    again once if they die; the run and its checkpoints are kept under ``storage`` (made if missing)."""
+    storage.mkdir(parents=True, exist_ok=True)
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         result = TorchTrainer(

@@ -2,17 +2,19 @@
 """Trains scVI (scvi-tools) on 2 CPU processes from an annbatch collection, each rank reading its own
 shard through chunksampler's samplers, with checkpoints that resume exactly.
 
-    python examples/python/scvi_ddp.py work --make-data                 # work/cells.zarr: 4,000 cells x 100 genes
-    python examples/python/scvi_ddp.py work                             # 2 epochs on 2 ranks (DDP, gloo)
-    python examples/python/scvi_ddp.py work --checkpoint-every 4 --stop-after 18    # "crashes" after 18 steps
-    python examples/python/scvi_ddp.py work --resume work/checkpoints/last.ckpt     # trains the rest
+    python examples/python/scvi_ddp.py work/scvi --make-data      # work/scvi/cells.zarr: 4,000 cells x 100 genes
+    python examples/python/scvi_ddp.py work/scvi                  # 2 epochs on 2 ranks (DDP, gloo)
+    python examples/python/scvi_ddp.py work/scvi --checkpoint-every 4 --stop-after 18     # "crashes" after 18 steps
+    python examples/python/scvi_ddp.py work/scvi --resume work/scvi/checkpoints/last.ckpt  # trains the rest
 
 Run it as a script: Lightning's DDP launcher (``strategy="ddp"``) starts rank 1 by running this
 file again with the same arguments, and each rank builds the same samplers from the same seed.
 ``chunksampler.scvi.AnnbatchDataModule`` gives each rank its shard of the training rows (global
 mode: a new split of the chunks every epoch) and of the validation rows, and its state in every
 checkpoint says how far the training loop got, so the resumed run reads exactly the batches the
-interrupted one had not trained on.
+interrupted one had not trained on. Everything it writes goes under WORK (the data, the
+checkpoints, Lightning's default_root_dir and scvi-tools' training history), or into the --record
+directory.
 
 scvi-tools' Trainer adds its own SaveCheckpoint (scvi model directories, which fail for a model
 built from a registry) whenever ``enable_checkpointing=True``, and Lightning refuses a
@@ -32,6 +34,14 @@ import numpy as np
 
 N_FILES, CELLS_PER_FILE, N_GENES = 4, 1000, 100
 CHUNK_SIZE, PRELOAD_NCHUNKS, BATCH_SIZE = 64, 4, 128
+
+
+def say(line: str) -> None:
+    """Prints ``line`` in one write of the whole line and its newline, flushed: the two ranks share
+    the terminal (or a pipe), and ``print`` writes the text and the newline separately, so that a
+    line of the other rank could come between them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def parse_args():
@@ -78,7 +88,7 @@ def make_data(work: Path) -> None:
         DatasetCollection(work / "cells.zarr", mode="w").add_adatas(
             paths, n_obs_per_chunk=CHUNK_SIZE, dataset_size=N_FILES * CELLS_PER_FILE // 2, rng=np.random.default_rng(1)
         )
-    print(f"wrote {work / 'cells.zarr'}: {N_FILES * CELLS_PER_FILE} cells x {N_GENES} genes in 2 datasets")
+    say(f"wrote {work / 'cells.zarr'}: {N_FILES * CELLS_PER_FILE} cells x {N_GENES} genes in 2 datasets")
 
 
 def train(args) -> None:
@@ -103,7 +113,7 @@ def train(args) -> None:
                 trainer.save_checkpoint(partial)  # every rank calls it; rank 0 writes, then all meet
                 if trainer.is_global_zero:
                     os.replace(partial, self.directory / "last.ckpt")
-                    print(f"step {trainer.global_step}: saved {self.directory / 'last.ckpt'}", flush=True)
+                    say(f"step {trainer.global_step}: saved {self.directory / 'last.ckpt'}")
 
     class Report(Callback):
         """Counts each rank's batches and cells per epoch, prints them; with --record, writes every
@@ -131,7 +141,7 @@ def train(args) -> None:
 
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             if self.stop_after is not None and trainer.global_step == self.stop_after:
-                print(f"rank {trainer.global_rank}: exiting after {self.stop_after} steps", flush=True)
+                say(f"rank {trainer.global_rank}: exiting after {self.stop_after} steps")
                 os._exit(3)  # no clean-up, as a killed process
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
@@ -144,8 +154,8 @@ def train(args) -> None:
         def on_validation_epoch_end(self, trainer, module):
             epoch = trainer.current_epoch
             train, val = self.counts.get(("train", epoch)), self.counts.get(("validation", epoch))
-            print(f"rank {trainer.global_rank}: epoch {epoch}: trained on {train[0]} batches "
-                  f"({train[1]} cells), validated {val[0]} ({val[1]} cells)", flush=True)
+            say(f"rank {trainer.global_rank}: epoch {epoch}: trained on {train[0]} batches "
+                f"({train[1]} cells), validated {val[0]} ({val[1]} cells)")
 
     class Recording(AnnbatchDataModule):
         """Carries each batch's cell ids next to scvi-tools' tensors (which it leaves unchanged)."""
@@ -182,12 +192,14 @@ def train(args) -> None:
         check_val_every_n_epoch=1,
         callbacks=callbacks,
         ckpt_path=str(args.resume) if args.resume else None,
+        default_root_dir=str(args.work),  # Lightning's, else the working directory
+        log_save_dir=str(args.work),  # scvi-tools' lightning_logs/ (its history, saved under DDP), else there too
         enable_progress_bar=False,
         log_every_n_steps=1,
     )
     if model.trainer.is_global_zero:
         elbo = model.history["elbo_train"]["elbo_train"].tolist()
-        print("elbo_train by epoch:", ", ".join(f"{value:.1f}" for value in elbo), flush=True)
+        say("elbo_train by epoch: " + ", ".join(f"{value:.1f}" for value in elbo))
 
 
 def main() -> None:

@@ -5,16 +5,22 @@ Every rank that torchrun starts gets its share of the epoch from a chunksampler.
 reads each load request's chunks of the sparse matrix X (CSR) with h5py, one contiguous read per
 chunk, and trains one step per batch; DistributedDataParallel averages the gradients (gloo, CPU).
 Rank 0 checkpoints the model, the optimizer and the sampler's state every few batches, and
---resume continues the epoch exactly where that checkpoint stopped.
+--resume continues the epoch exactly where that checkpoint stopped. It writes only the paths its
+command line names (DATA with --make-data, the checkpoint, the --record directory), making their
+folders.
 
-    torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 examples/python/train.py cells.h5ad --make-data
-    torchrun ... examples/python/train.py cells.h5ad --checkpoint ckpt.pt --stop-after 17   # "crashes"
-    torchrun ... examples/python/train.py cells.h5ad --checkpoint ckpt.pt --resume ckpt.pt # ends the epoch
+    torchrun --standalone --nproc-per-node 2 examples/python/train.py work/train/cells.h5ad --make-data
+    torchrun ... examples/python/train.py work/train/cells.h5ad --checkpoint work/train/ckpt.pt --stop-after 17
+    torchrun ... examples/python/train.py work/train/cells.h5ad --checkpoint work/train/ckpt.pt \
+        --resume work/train/ckpt.pt
 
-The crash comes after 17 batches, 2 after the last checkpoint (taken after 15), so the resumed run
-trains batches 15 and 16 (counting from 0) again, from the checkpoint's model and optimizer: each
-batch is in the final model once. torchrun is `python -m torch.distributed.run` of the Python that
-has chunksampler, h5py and torch (and, for --make-data, anndata).
+The first writes the data (if missing) and then trains one uninterrupted epoch; the second
+"crashes" after 17 batches; the third ends that epoch. The checkpoints come every 5 batches, so
+the last one before the crash was taken after batch 15 (counting from 1): the resumed run trains
+batches 16 and 17 again, from the checkpoint's model and optimizer, and each batch is in the final
+model once. torchrun is the one of the Python that has chunksampler, h5py and torch (and, for
+--make-data, anndata); Debian's torch 1.13 needs `python3 -m torch.distributed.run --standalone
+--nproc_per_node 2 --redirects 1 --tee 1` instead.
 
 The task: predict which quartile of the cells' total counts (obs/row_sum, written by
 examples/h5ad/make_h5ad.py) a cell is in, from its counts.
@@ -46,7 +52,7 @@ def parse_args():
     )
     parser.add_argument("data", help="the .h5ad file; its X must be a CSR matrix, its obs have row_sum")
     parser.add_argument("--make-data", action="store_true",
-                        help="write DATA with examples/h5ad/make_h5ad.py first, if it does not exist")
+                        help="write DATA with examples/h5ad/make_h5ad.py first, if it does not exist; then train")
     parser.add_argument("--cells", type=int, default=4000, help="cells --make-data writes (%(default)s)")
     parser.add_argument("--genes", type=int, default=200, help="genes --make-data writes (%(default)s)")
     parser.add_argument("--epochs", type=int, default=1, help="epochs to train (%(default)s)")
@@ -65,7 +71,7 @@ def parse_args():
     parser.add_argument("--record", metavar="DIR", help="write each rank's consumed observations to DIR/rank<R>.npz")
     args = parser.parse_args()
     if "RANK" not in os.environ:
-        parser.error("no RANK in the environment: launch with torchrun --nproc_per_node N ... train.py")
+        parser.error("no RANK in the environment: launch with torchrun --standalone --nproc-per-node N ... train.py")
     if min(args.epochs, args.checkpoint_every, args.stop_after or 1) < 1:
         parser.error("--epochs, --checkpoint-every and --stop-after must be >= 1")
     return args
@@ -77,6 +83,7 @@ def parse_args():
 def make_data(args):
     """Rank 0 writes the fixture (if missing) while the other ranks wait at the barrier."""
     if dist.get_rank() == 0 and not os.path.exists(args.data):
+        os.makedirs(os.path.dirname(args.data) or ".", exist_ok=True)
         subprocess.run([sys.executable, str(MAKE_H5AD), args.data, "--cells", str(args.cells),
                         "--genes", str(args.genes), "--density", "0.1", "--seed", str(args.seed)], check=True)
     dist.barrier()
@@ -131,6 +138,7 @@ def save_checkpoint(path, model, optimizer, sampler, batches_done):
         return
     state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
              "sampler": sampler.state_dict(batches_done=batches_done)}
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path + ".tmp", "wb") as out:
         torch.save(state, out)
         out.flush()

@@ -2,13 +2,15 @@
 """Trains a small model with the Hugging Face Trainer on 2 CPU processes (DDP), its batches chosen
 by chunksampler; a run stopped mid-epoch resumes from its checkpoint exactly where it saved.
 
-    torchrun --nproc-per-node 2 examples/python/trainer_train.py                # 3 epochs
-    torchrun --nproc-per-node 2 examples/python/trainer_train.py --stop-after 23
-    torchrun --nproc-per-node 2 examples/python/trainer_train.py --resume out/checkpoint-20
+    torchrun --standalone --nproc-per-node 2 examples/python/trainer_train.py work/trainer      # 3 epochs
+    torchrun --standalone --nproc-per-node 2 examples/python/trainer_train.py work/trainer --stop-after 23
+    torchrun --standalone --nproc-per-node 2 examples/python/trainer_train.py work/trainer \
+        --resume work/trainer/checkpoint-20
 
 ChunkTrainer wraps the RandomSampler in a DistributedSampler of each process: its own shard of the
 2,048 rows (16 batches of 64 per process and epoch), a new order every epoch. A checkpoint is
-saved every 20 steps; at each epoch's end process 0 prints what the processes trained.
+saved every 20 steps into the directory given (the Trainer's output_dir, where it writes
+everything); at each epoch's end process 0 prints what the processes trained.
 """
 
 import argparse
@@ -83,6 +85,7 @@ class Report(transformers.TrainerCallback):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", help="the Trainer's output_dir: DIR/checkpoint-K every 20 steps")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--stop-after", type=int, help="stop (as if the job died) after this many steps")
     parser.add_argument("--resume", help="a checkpoint directory the Trainer wrote")
@@ -90,7 +93,7 @@ def main():
 
     model = Model()
     training = transformers.TrainingArguments(
-        output_dir="out", num_train_epochs=args.epochs, save_strategy="steps", save_steps=20, learning_rate=0.01,
+        output_dir=args.dir, num_train_epochs=args.epochs, save_strategy="steps", save_steps=20, learning_rate=0.01,
         use_cpu=True, ddp_backend="gloo", ddp_find_unused_parameters=False, report_to="none",
         disable_tqdm=True, logging_strategy="no",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,13 +70,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_child(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Runs this interpreter on ``args`` (one thread for OpenMP) in a process group of its own,
-    killed whole (the processes it started too) and TimeoutExpired raised if it outlives
-    ``timeout``, so that no multi-process job can hang the suite."""
+def run_child(args: list[str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs this interpreter on ``args`` (one thread for OpenMP) in a process group of its own, in
+    ``cwd`` if given, killed whole (the processes it started too) and TimeoutExpired raised if it
+    outlives ``timeout``, so that no multi-process job can hang the suite."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8"}
     child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             encoding="utf-8", env=env, start_new_session=True)
+                             encoding="utf-8", env=env, start_new_session=True, cwd=cwd)
     try:
         out, err = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -83,6 +84,52 @@ def run_child(args: list[str], timeout: float) -> subprocess.CompletedProcess:
         child.communicate()
         raise
     return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+# The examples' commands on the pages name directories under work/, which .gitignore ignores. A test
+# that runs an example as its page shows runs it in an example tree, with the page's relative paths,
+# and checks afterwards that `git status` there is clean: that the example wrote nothing outside the
+# directories its command line names, or nothing that our ignore rules miss.
+
+
+def _git(tree: Path, *args: str) -> str:
+    """``git ARGS`` in ``tree``, with no user's or system's configuration (no global ignore file)."""
+    if shutil.which("git") is None:
+        pytest.fail("the tests that run the examples check `git status` after them: install git (Debian: git)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    command = ["git", "-c", "core.excludesFile=" + os.devnull, "-c", "user.name=chunksampler tests",
+               "-c", "user.email=tests@chunksampler.invalid", "-c", "commit.gpgSign=false", *args]
+    run = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, f"{' '.join(command)} in {tree} exited with {run.returncode}:\n{run.stderr}"
+    return run.stdout
+
+
+def make_example_tree(path: Path) -> Path:
+    """Makes ``path`` (created if missing) a git repository whose one commit is this repository's
+    .gitignore, and returns it: the working directory for an example's commands as its page shows
+    them. ``assert_tree_clean`` checks it afterwards."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SOURCE / ".gitignore", path / ".gitignore")
+    _git(path, "init", "-q")
+    _git(path, "add", ".gitignore")
+    _git(path, "commit", "-q", "-m", "the repository's .gitignore")
+    return path
+
+
+def assert_tree_clean(tree: Path, what: str = "the example") -> None:
+    """Fails, naming each path, if ``git status`` in the example tree ``tree`` shows anything: a
+    file the example wrote outside the directories its command line named (which .gitignore
+    ignores), or a change to the .gitignore itself."""
+    status = _git(tree, "status", "--porcelain", "--untracked-files=all")
+    assert not status, (f"{what} left in its working directory {tree} what .gitignore does not ignore "
+                        f"(a user's `git status` would show it):\n{status[:3000]}")
+
+
+@pytest.fixture
+def example_tree(tmp_path: Path) -> Path:
+    """A fresh example tree (``make_example_tree``) in this test's temporary directory."""
+    return make_example_tree(tmp_path / "tree")
 
 
 # The stacks stage of scripts/test_python.sh sets CHUNKSAMPLER_REQUIRE_STACKS=1. There every training

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shown_output
+from conftest import assert_tree_clean, make_example_tree, shown_output
 from launch import Launch, waited
 
 import chunksampler as cs
@@ -39,8 +39,10 @@ def launch(out: Path, name: str, script: Path, *args: str) -> Launch:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("accelerate")
+    # The example as its page shows it: in an example tree, writing under work/accelerate.
     started = (launch(root / "job", "accelerate_job.py", JOB, str(root / "job")),
-               launch(root / "example", "accelerate_train.py", EXAMPLE, "--epochs", "2"))
+               launch(make_example_tree(root / "example"), "accelerate_train.py", EXAMPLE, "work/accelerate",
+                      "--epochs", "2"))
     with waited(*started) as done:
         yield done
 
@@ -126,6 +128,8 @@ def test_the_example_prints_what_its_page_shows(jobs):
     assert example.returncode == 0, example.output[-3000:]
     printed = [line for line in example.output.splitlines() if line.startswith("epoch ")]
     assert printed == shown_output("accelerate-train").splitlines()[:2]
+    assert (example.out / "work" / "accelerate" / "step-20").is_dir(), example.output[-3000:]
+    assert_tree_clean(example.out, "accelerate_train.py")
 
 
 # --- in this process: one process, no launcher ----------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import JOB_TIMEOUT, epoch_batches, free_port, shown_output, rng
+from conftest import JOB_TIMEOUT, assert_tree_clean, epoch_batches, free_port, make_example_tree, rng, shown_output
 
 import chunksampler as cs
 
@@ -102,11 +102,14 @@ def child_env(**variables: str) -> dict[str, str]:
     return env
 
 
-def run_together(commands: list[tuple[list[str], dict[str, str]]], timeout: float) -> list[str]:
-    """Runs the commands at once, each in its own session; returns what each printed. If one fails
-    or `timeout` passes, every process group is killed and the test fails with their output."""
+def run_together(commands: list[tuple[list[str], dict[str, str]]], timeout: float,
+                 cwd: Path | None = None) -> list[str]:
+    """Runs the commands at once (in `cwd` if given), each in its own session; returns what each
+    printed. If one fails or `timeout` passes, every process group is killed and the test fails
+    with their output."""
     logs = [tempfile.TemporaryFile("w+") for _ in commands]
-    processes = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    processes = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                  cwd=cwd)
                  for (argv, env), log in zip(commands, logs)]
     deadline = time.monotonic() + timeout
     try:
@@ -221,13 +224,14 @@ def test_launcher_naming_more_processes_than_jax_joined_is_refused_fewer_is_not(
 # --- examples/python/jax_train.py -------------------------------------------------------------------
 
 
-def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(tmp_path):
+def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(example_tree):
     pytest.importorskip("jax")
     pytest.importorskip("annbatch")
-    command = [sys.executable, str(JAX_TRAIN), str(tmp_path / "cells.zarr"), "--make-data", "--launch", "2",
-               "--epochs", "3", "--record", str(tmp_path / "record")]
-    out = run_together([(command, child_env())], timeout=JOB_TIMEOUT)[0]
-    records = [json.loads((tmp_path / "record" / f"process{i}.json").read_text()) for i in range(2)]
+    # The page's command, with its relative paths, in an example tree.
+    command = [sys.executable, str(JAX_TRAIN), "work/jax/cells.zarr", "--make-data", "--launch", "2",
+               "--epochs", "3", "--record", "work/jax/record"]
+    out = run_together([(command, child_env())], timeout=JOB_TIMEOUT, cwd=example_tree)[0]
+    records = [json.loads((example_tree / "work/jax/record" / f"process{i}.json").read_text()) for i in range(2)]
     # 4,000 cells over 2 processes, batches of 64: 31 batches each, 3,968 cells read every epoch.
     assert "process 0 of 2: 31 batches of 64 per epoch from rows [0, 1984) of the 4000 cells" in out
     assert "process 1 of 2: 31 batches of 64 per epoch from rows [1984, 3968) of the 4000 cells" in out
@@ -254,3 +258,7 @@ def test_jax_train_example_learns_on_two_processes_of_disjoint_shards(tmp_path):
         line for line in shown if line.startswith("process ")]
     assert [numbers.sub("#", line) for line in out.splitlines() if line.startswith("epoch ")] == [
         numbers.sub("#", line) for line in shown if line.startswith("epoch ")][:3]
+    # The collection, its two inputs and the records went under work/jax, which .gitignore ignores.
+    assert sorted(p.name for p in (example_tree / "work/jax").iterdir()) == [
+        "cells.zarr", "cells_donor0.h5ad", "cells_donor1.h5ad", "record"]
+    assert_tree_clean(example_tree, "jax_train.py")

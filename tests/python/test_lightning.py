@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shown_output, rng
+from conftest import assert_tree_clean, make_example_tree, rng, shown_output
 from launch import Launch
 
 import chunksampler as cs
@@ -255,8 +255,9 @@ class Jobs:
         self.root = root
         self.main = _launch(root / "main", "main")
         self.single = _launch(root / "single", "single")
-        self.example = _launch(root / "example", "example", "--devices", "2", "--epochs", "2", "--workers", "0",
-                              script=EXAMPLE)
+        # The example as its page shows it: in an example tree, writing under work/lightning.
+        self.example = _launch(make_example_tree(root / "example"), "example", "work/lightning", "--devices", "2",
+                               "--epochs", "2", "--workers", "0", script=EXAMPLE)
         self._resume: Launch | None = None
 
     @property
@@ -434,6 +435,8 @@ def test_the_example_prints_what_each_epoch_trained_and_validated(jobs):
     ]
     # The documentation shows the 3-epoch run: its first two epochs are these.
     assert printed == shown_output("lightning-train").splitlines()[:2]
+    assert (example.out / "work" / "lightning" / "ckpt" / "step=20.ckpt").exists(), example.output[-3000:]
+    assert_tree_clean(example.out, "lightning_train.py")
 
 
 def test_unseeded_samplers_validate_every_row_once_and_resume_exactly(jobs):

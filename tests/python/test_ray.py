@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shown_output
+from conftest import assert_tree_clean, make_example_tree, shown_output
 from launch import Launch, waited
 
 import chunksampler as cs
@@ -23,17 +23,19 @@ from chunksampler.torch import BatchSampler  # noqa: E402
 
 JOB = Path(__file__).with_name("ray_job.py")
 N_OBS = 2048
+OUT = "work/ray"  # the example's directory on its page, relative to the example tree
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ray")
-    with waited(Launch(out, "ray_job.py", [sys.executable, str(JOB), str(out)])) as (run,):
+    # Run in an example tree, on the page's relative directory: Ray's storage is OUT/ray.
+    tree = make_example_tree(tmp_path_factory.mktemp("ray"))
+    with waited(Launch(tree, "ray_job.py", [sys.executable, str(JOB), OUT])) as (run,):
         yield run
 
 
 def recorded(job: Launch, name: str):
-    path = job.out / name
+    path = job.out / OUT / name
     assert path.exists(), f"ray_job.py wrote no {name}:\n{job.output[-3000:]}"
     return json.loads(path.read_text())
 
@@ -76,3 +78,9 @@ def test_the_example_prints_what_its_page_shows(job):
     lines = [re.sub(r"^\([^)]*\) ", "", re.sub(r"\x1b\[[0-9;]*m", "", line)) for line in job.output.splitlines()]
     printed = list(dict.fromkeys(line for line in lines if line.startswith(("epoch ", "the workers die"))))
     assert printed == shown_output("ray-train").splitlines()
+
+
+def test_the_fit_writes_only_under_its_directory(job):
+    assert job.returncode == 0, job.output[-3000:]
+    assert (job.out / OUT / "ray" / "chunks").is_dir(), job.output[-3000:]
+    assert_tree_clean(job.out, "ray_job.py (the example's training function and fit)")

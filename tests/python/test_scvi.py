@@ -12,7 +12,6 @@ restarts one by one against an uninterrupted run.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -23,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import JOB_TIMEOUT, free_port, shown_output
+from conftest import JOB_TIMEOUT, assert_tree_clean, free_port, make_example_tree, shown_output
 
 import chunksampler as cs
 
@@ -47,20 +46,23 @@ LEFT_OUT = range(TRAIN_READ.stop, N_OBS)
 STEPS_PER_EPOCH = 14
 CHECKPOINT_EVERY, STOP_AFTER = 4, 18  # last checkpoint at step 16: epoch 1, 2 batches in
 STATE_FORMAT = "chunksampler.loaders/1"
-
-
-def _example_module():
-    spec = importlib.util.spec_from_file_location("scvi_ddp", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+WORK = "work/scvi"  # the example's directory on its page, relative to the example tree
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    work = tmp_path_factory.mktemp("scvi")
-    _example_module().make_data(work)
-    return work
+def tree(tmp_path_factory):
+    """The example tree the example's commands run in, with its page's relative paths."""
+    return make_example_tree(tmp_path_factory.mktemp("scvi"))
+
+
+@pytest.fixture(scope="module")
+def work(tree):
+    """The example's collection, written by its page's first command (no training)."""
+    made = subprocess.run([sys.executable, str(EXAMPLE), WORK, "--make-data"], capture_output=True, text=True,
+                          cwd=tree, timeout=JOB_TIMEOUT)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-5000:]
+    assert made.stdout == f"wrote {WORK}/cells.zarr: 4000 cells x 100 genes in 2 datasets\n"
+    return tree / WORK
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +72,13 @@ def cell_ids(work):
     return obs["cell_id"].to_numpy()
 
 
-def run_example(work: Path, *args: object, timeout: float = JOB_TIMEOUT) -> subprocess.CompletedProcess:
-    """The example on 2 ranks (Lightning starts rank 1 itself); the whole process group is killed
-    if it outlives ``timeout``."""
+def run_example(tree: Path, *args: object, timeout: float = JOB_TIMEOUT) -> subprocess.CompletedProcess:
+    """The example on 2 ranks (Lightning starts rank 1 itself) in the example tree, on WORK as its
+    page shows; the whole process group is killed if it outlives ``timeout``."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    command = [sys.executable, str(EXAMPLE), str(work), *map(str, args)]
+    command = [sys.executable, str(EXAMPLE), WORK, *map(str, args)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               start_new_session=True)
+                               start_new_session=True, cwd=tree)
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -103,13 +105,13 @@ def module_state(checkpoint: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(work):
-    crashed = run_example(work, "--checkpoint-every", CHECKPOINT_EVERY, "--stop-after", STOP_AFTER,
-                          "--record", work / "crashed")
+def runs(tree, work):
+    crashed = run_example(tree, "--checkpoint-every", CHECKPOINT_EVERY, "--stop-after", STOP_AFTER,
+                          "--record", f"{WORK}/crashed")
     assert crashed.returncode == 3, crashed.stdout[-3000:] + crashed.stderr[-5000:]
-    checkpoint = work / "checkpoints" / "last.ckpt"
-    saved = torch.load(checkpoint, weights_only=False)
-    resumed = run_example(work, "--resume", checkpoint, "--record", work / "resumed")
+    checkpoint = f"{WORK}/checkpoints/last.ckpt"
+    saved = torch.load(tree / checkpoint, weights_only=False)
+    resumed = run_example(tree, "--resume", checkpoint, "--record", f"{WORK}/resumed")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-5000:]
     return {
         "crashed": {rank: records(work / "crashed", rank) for rank in RANKS},
@@ -117,7 +119,6 @@ def runs(work):
         "saved": saved,
         "crashed_out": crashed.stdout,
         "resumed_out": resumed.stdout,
-        "work": work,
     }
 
 
@@ -208,9 +209,8 @@ def test_the_loss_falls(runs):
         assert np.mean(losses[-5:]) < 0.98 * np.mean(losses[:5]), f"rank {rank}: {losses[:5]} ... {losses[-5:]}"
 
 
-def test_a_checkpoint_of_another_seed_stops_every_rank_with_state_mismatch_error(runs, work):
-    other = run_example(work, "--resume", work / "checkpoints" / "last.ckpt", "--seed", 8,
-                        "--record", work / "other")
+def test_a_checkpoint_of_another_seed_stops_every_rank_with_state_mismatch_error(runs, tree, work):
+    other = run_example(tree, "--resume", f"{WORK}/checkpoints/last.ckpt", "--seed", 8, "--record", f"{WORK}/other")
     assert other.returncode != 0
     for rank in RANKS:
         assert f"[rank{rank}]: chunksampler._errors.StateMismatchError: DistributedSampler: restore: the state's seed" \
@@ -222,13 +222,18 @@ def test_the_example_prints_each_ranks_batches(runs):
     assert "rank 0: epoch 0: trained on 14 batches (1792 cells), validated 2 (256 cells)" in runs["crashed_out"]
     assert "rank 1: epoch 0: trained on 14 batches (1792 cells), validated 1 (64 cells)" in runs["crashed_out"]
     assert "rank 1: epoch 1: trained on 12 batches (1536 cells), validated 1 (64 cells)" in runs["resumed_out"]
-    # The documentation shows both runs' lines. The two ranks write to one pipe, so their lines interleave
-    # differently from run to run (even within a line), and the ELBO varies a little: each shown line
-    # but the ELBO's is printed.
+    # The documentation shows both runs' lines. The two ranks write to one pipe, so the order of their
+    # lines differs from run to run, and the ELBO varies a little; but each line is written whole: each
+    # shown line but the ELBO's is a line of the output.
     for name, out in (("scvi-crash", runs["crashed_out"]), ("scvi-resume", runs["resumed_out"])):
-        out = out.replace(str(runs["work"]), "work")
+        printed = out.splitlines()
         for line in shown_output(name).splitlines():
-            assert line.startswith("elbo_train by epoch: ") or line in out, (name, line, out)
+            assert line.startswith("elbo_train by epoch: ") or line in printed, (name, line, out)
+    assert sum(line.startswith("elbo_train by epoch: ") for line in runs["resumed_out"].splitlines()) == 1
+
+
+def test_the_example_writes_only_under_its_directory(runs, tree):
+    assert_tree_clean(tree, "scvi_ddp.py")
 
 
 # --- in one process ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""examples/python/train.py runs under torchrun on 2 ranks: once uninterrupted, and once stopped
-mid-epoch and resumed from its checkpoint. Each run records, per rank, the batches it trained on
-(--record), which the tests compare."""
+"""examples/python/train.py runs under torchrun on 2 ranks as its page (docs/tutorials/annbatch-loader.md)
+shows, in an example tree with the page's paths under work/train: once uninterrupted (--make-data
+writes the file first), and once stopped mid-epoch and resumed from its checkpoint. Each run
+records, per rank, the batches it trained on (--record), which the tests compare."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import JOB_TIMEOUT, free_port
+from conftest import JOB_TIMEOUT, assert_tree_clean, free_port, make_example_tree
 
 for module in ("torch", "h5py", "anndata"):
     pytest.importorskip(module, reason=f"train.py and its fixture need {module} (python3-torch, python3-anndata)")
@@ -25,13 +26,13 @@ RANKS = (0, 1)
 CHECKPOINT_EVERY, STOP_AFTER = 5, 17
 
 
-def torchrun(*args: object) -> str:
-    """Runs train.py on 2 ranks with this interpreter; returns what they printed."""
+def torchrun(tree: Path, *args: object) -> str:
+    """Runs train.py on 2 ranks with this interpreter in ``tree``; returns what they printed."""
     # Debian's torch 1.13 crashes on torchrun's default --redirects 0 --tee 0: tee stdout.
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
                str(TRAIN), *map(str, args)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT, cwd=tree)
     assert run.returncode == 0, f"{' '.join(command)} exited with {run.returncode}:\n{run.stdout}\n{run.stderr}"
     return run.stdout
 
@@ -48,15 +49,18 @@ def load(directory: Path) -> dict[int, dict]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    work = tmp_path_factory.mktemp("train")
-    data, checkpoint = work / "cells.h5ad", work / "ckpt.pt"
-    full_out = torchrun(data, "--make-data", "--record", work / "full")
-    torchrun(data, "--checkpoint", checkpoint, "--checkpoint-every", CHECKPOINT_EVERY, "--stop-after", STOP_AFTER,
-             "--record", work / "crashed")
-    saved_at = torch.load(checkpoint)["sampler"]["batches_done"]
-    resumed_out = torchrun(data, "--checkpoint", checkpoint, "--resume", checkpoint, "--record", work / "resumed")
+    # The page's commands, with their relative paths, in a git repository that has our .gitignore.
+    tree = make_example_tree(tmp_path_factory.mktemp("train"))
+    data, checkpoint = "work/train/cells.h5ad", "work/train/ckpt.pt"
+    full_out = torchrun(tree, data, "--make-data", "--record", "work/train/full")
+    torchrun(tree, data, "--checkpoint", checkpoint, "--checkpoint-every", CHECKPOINT_EVERY, "--stop-after", STOP_AFTER,
+             "--record", "work/train/crashed")
+    saved_at = torch.load(tree / checkpoint)["sampler"]["batches_done"]
+    resumed_out = torchrun(tree, data, "--checkpoint", checkpoint, "--resume", checkpoint, "--record",
+                           "work/train/resumed")
+    work = tree / "work" / "train"
     return {"full": load(work / "full"), "crashed": load(work / "crashed"), "resumed": load(work / "resumed"),
-            "saved_at": saved_at, "full_out": full_out, "resumed_out": resumed_out}
+            "saved_at": saved_at, "full_out": full_out, "resumed_out": resumed_out, "tree": tree}
 
 
 def test_ranks_train_equal_disjoint_shards(runs):
@@ -111,6 +115,10 @@ def test_the_check_sees_the_replayed_batches(runs):
         naive = resumed_epoch(runs["crashed"][rank], STOP_AFTER, runs["resumed"][rank])
         cells = np.concatenate(naive)
         assert len(np.unique(cells)) == len(cells) - (STOP_AFTER - runs["saved_at"]) * 32
+
+
+def test_the_runs_write_only_under_the_paths_they_name(runs):
+    assert_tree_clean(runs["tree"], "train.py")
 
 
 def test_help_runs_without_torchrun():

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shown_output
+from conftest import assert_tree_clean, make_example_tree, shown_output
 from launch import Launch, waited
 
 import chunksampler as cs
@@ -32,8 +32,10 @@ def torchrun(out: Path, name: str, script: Path, *args: str) -> Launch:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("trainer")
+    # The example as its page shows it: in an example tree, writing under work/trainer.
     started = (torchrun(root / "job", "trainer_job.py", JOB, str(root / "job")),
-               torchrun(root / "example", "trainer_train.py", EXAMPLE, "--epochs", "2"))
+               torchrun(make_example_tree(root / "example"), "trainer_train.py", EXAMPLE, "work/trainer",
+                        "--epochs", "2"))
     with waited(*started) as done:
         yield done
 
@@ -111,6 +113,8 @@ def test_the_example_prints_what_its_page_shows(jobs):
     assert example.returncode == 0, example.output[-3000:]
     printed = [line for line in example.output.splitlines() if line.startswith("epoch ")]
     assert printed == shown_output("trainer-train").splitlines()[:2]
+    assert (example.out / "work" / "trainer" / "checkpoint-20").is_dir(), example.output[-3000:]
+    assert_tree_clean(example.out, "trainer_train.py")
 
 
 # --- in this process --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Step 1 of the multi-GPU walk-through: a small synthetic single-cell matrix and an annbatch
 collection of it, preshuffled into two on-disk datasets of 10,000 rows, for the ranks to share.
 
-    python make_collection.py [DIR]      # writes DIR/synthetic.zarr and DIR/ddp_collection.zarr
+    python make_collection.py DIR        # writes DIR/synthetic.zarr and DIR/ddp_collection.zarr (and DIR)
 
 The matrix is 20,000 cells x 256 genes, CSR, about 10% non-zero, seeded so every run writes the
 same data. annbatch's ``DatasetCollection`` does the preshuffling (chunksampler only samples), so
@@ -10,7 +10,7 @@ the ranks later read whole chunks of an already mixed order.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import anndata as ad
@@ -24,7 +24,9 @@ N_CELLS, N_GENES = 20_000, 256
 
 
 def main() -> None:
-    where = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", type=Path, help="the folder to write synthetic.zarr and ddp_collection.zarr into")
+    where = parser.parse_args().dir
     where.mkdir(parents=True, exist_ok=True)
     # The zarr v3 layout, sharded, as AnnData 0.13 writes by default.
     ad.settings.zarr_write_format = 3

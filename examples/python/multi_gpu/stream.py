@@ -3,11 +3,18 @@ joins torch.distributed, builds its DistributedSampler with ``dist_info="torch"`
 size from the process group), and streams its shard of the collection through annbatch's Loader
 onto its own device (its GPU if there is one, else the CPU), densifying each sparse batch there.
 
-    python -m torch.distributed.run --nproc_per_node 2 stream.py [DIR] [--rows ROWS.npz]
+    torchrun --standalone --nproc-per-node 2 stream.py DIR [--rows ROWS.npz]
 
 Each rank prints what it streamed, in rank order; then the ranks exchange the cells they read and
 rank 0 checks that no cell was read twice (exit status 1 if one was) and, given ``--rows``, saves
-each rank's cells, in the order read, to ROWS.npz (arrays ``rank0``, ``rank1``, ...).
+each rank's cells, in the order read, to ROWS.npz (arrays ``rank0``, ``rank1``, ...). It writes
+nothing else.
+
+With chunksampler's samplers, annbatch's tutorial script (``ddp_train.py``) changes in two lines:
+the import of ``DistributedSampler`` and ``RandomSampler``, and the seed the ``RandomSampler`` is
+given. The other differences serve the walk-through: the folder is an argument, the device is the
+CPU where there is no GPU, and the Loader returns torch tensors and each batch's cell indices,
+which the ranks exchange for the check.
 """
 
 from __future__ import annotations
@@ -23,8 +30,7 @@ import torch
 import torch.distributed as dist
 import zarr
 from annbatch import DatasetCollection, Loader
-
-import chunksampler
+from chunksampler import DistributedSampler, RandomSampler
 
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
@@ -39,7 +45,7 @@ def in_rank_order(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=".", help="the folder holding ddp_collection.zarr")
+    parser.add_argument("dir", type=Path, help="the folder holding ddp_collection.zarr")
     parser.add_argument("--rows", type=Path, help="where rank 0 saves every rank's cells (.npz)")
     parser.add_argument("--preload-to-gpu", action="store_true",
                         help="annbatch reads each request into GPU memory (cupy) before it splits the batches")
@@ -54,12 +60,15 @@ def main() -> None:
     else:
         device = torch.device("cpu")
 
-    collection = DatasetCollection(zarr.open(Path(args.dir) / "ddp_collection.zarr", mode="r"))
-    # The same seed on every rank; the rank and world size come from the process group.
-    base = chunksampler.RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=np.random.default_rng(0))
-    sampler = chunksampler.DistributedSampler(base, dist_info="torch")
+    collection = DatasetCollection(zarr.open(args.dir / "ddp_collection.zarr", mode="r"))
+    # The same seed on every rank (each shuffles its own shard; mode="global" would need it to be);
+    # the rank and world size come from the process group.
+    sampler = DistributedSampler(
+        RandomSampler(chunk_size=64, preload_nchunks=32, batch_size=256, rng=np.random.default_rng(0)),
+        dist_info="torch",
+    )
     loader = Loader(batch_sampler=sampler, preload_to_gpu=args.preload_to_gpu, return_index=True, to="torch")
-    loader.use_collection(collection, load_adata=lambda group: ad.AnnData(X=ad.io.sparse_dataset(group["X"])))
+    loader.use_collection(collection, load_adata=lambda g: ad.AnnData(X=ad.io.sparse_dataset(g["X"])))
 
     rows, batches, cells = 0, 0, []
     for batch in loader:
@@ -80,6 +89,7 @@ def main() -> None:
         print(f"{world} shards, disjoint: {distinct} distinct cells of {loader.n_obs} read once each, "
               f"{loader.n_obs - distinct} left out", flush=True)
         if args.rows is not None:
+            args.rows.parent.mkdir(parents=True, exist_ok=True)
             np.savez(args.rows, **{f"rank{r}": cells for r, cells in enumerate(everyone)})
     dist.barrier()
     dist.destroy_process_group()
