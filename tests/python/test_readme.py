@@ -10,7 +10,9 @@ import re
 
 import pytest
 from conftest import PAGES, SOURCE, shown_block
-from page_blocks import blocks
+from page_blocks import blocks, excerpt_problems, python_blocks
+
+import chunksampler
 
 # Packages an example may need that the Debian stage of the suite lacks; there the example skips.
 OPTIONAL = {"anndata", "torch", "torchdata", "lightning", "scvi", "jax", "annbatch", "h5py", "pandas"}
@@ -49,3 +51,20 @@ def test_example_prints_what_its_page_shows(name, tmp_path, monkeypatch):
             pytest.skip(f"{name} needs {error.name}")
         raise
     assert printed.getvalue() == shown
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(SOURCE)))
+def test_every_python_block_runs_as_pasted_or_is_cut_from_its_source(page):
+    # The runnable ones run above; an excerpt's lines must be its file's, so neither can rot.
+    for path, code, offset in python_blocks(page.read_text()):
+        if path is not None:
+            line = page.read_text().count("\n", 0, offset) + 1
+            assert not excerpt_problems(code, SOURCE / path), f"{page.name}:{line}: {excerpt_problems(code, SOURCE / path)}"
+
+
+def test_find_package_names_this_version():
+    major_minor = ".".join(chunksampler.__version__.split(".")[:2])
+    users = [*PAGES, SOURCE / "tests" / "cmake_consumer" / "CMakeLists.txt"]
+    named = {(path.name, version) for path in users
+             for version in re.findall(r"find_package\(chunksampler (\d+(?:\.\d+)*)", path.read_text())}
+    assert named and all(version == major_minor for _, version in named), named
