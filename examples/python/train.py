@@ -27,6 +27,7 @@ examples/h5ad/make_h5ad.py) a cell is in, from its counts.
 """
 
 import argparse
+import io
 import os
 import subprocess
 import sys
@@ -131,19 +132,18 @@ def save_checkpoint(path, model, optimizer, sampler, batches_done):
     """Rank 0 writes; every rank's sampler is at the same point, so its state restores them all.
 
     batches_done is passed explicitly: the sampler's iterator has already yielded the whole
-    current request, but only the batches trained on are done. The file is written next to its
-    destination and renamed over it, so a crash mid-write leaves the previous checkpoint intact.
+    current request, but only the batches trained on are done. chunksampler.write_atomically
+    writes the file next to its destination, syncs it and renames it over it, so a crash mid-write
+    leaves the previous checkpoint intact.
     """
     if dist.get_rank() != 0:
         return
     state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
              "sampler": sampler.state_dict(batches_done=batches_done)}
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "wb") as out:
-        torch.save(state, out)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(path + ".tmp", path)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    chunksampler.write_atomically(path, buffer.getbuffer())
 
 
 def load_checkpoint(path, model, optimizer, sampler):
