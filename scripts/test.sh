@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the suite in a Debug build (with the MPI tests and both CMake
-# consumers), the Python package's tests (scripts/test_python.sh: with PyPI's torch 2 and its
-# training stacks, and with Debian's Python and torch), annbatch's own sampler tests against it
-# (scripts/test_annbatch.sh), the documentation site (scripts/docs.sh) and the lint (scripts/lint.sh),
-# then the suite again under AddressSanitizer and UndefinedBehaviorSanitizer, its threaded tests under
+# Builds and runs every test: the suite in a plain Debug build (with the MPI and libtorch tests,
+# both CMake consumers and the benchmarks), the Python package's tests (scripts/test_python.sh: with
+# PyPI's torch 2 and its training stacks, and with Debian's Python and torch), annbatch's own sampler
+# tests against it (scripts/test_annbatch.sh), the documentation site (scripts/docs.sh) and the lint
+# (scripts/lint.sh), then the suite and the example programs with their multi-process jobs under
+# AddressSanitizer and UndefinedBehaviorSanitizer, the threaded tests and the examples under
 # ThreadSanitizer, and the fuzz targets briefly. Each phase's time is printed as it ends
 # ("test.sh: PHASE took Ns").
 #   scripts/test.sh
@@ -31,10 +32,15 @@ took "the Debian packages"
 (ensure_stacks_env "$(pwd)" >/dev/null) &
 stacks_maker=$!
 
+# The suite in a plain Debug build (no sanitizer): the unit tests, the MPI and libtorch tests, the
+# pages' C++ programs, each header compiled alone, both CMake consumers and the benchmarks. The
+# example programs and their multi-process jobs are built and run under the sanitizers below (ASan
+# + UBSan, then TSan), with the same warnings as errors; the suite runs again under ASan + UBSan.
+# Its own build directory: build/dev stays the developer's (and the lint's) full dev preset.
 jobs=$(nproc)
-cmake --preset dev -DCHUNKSAMPLER_REQUIRE_MPI=ON
-cmake --build --preset dev -j "$jobs"
-ctest --preset dev -j "$jobs"
+cmake --preset dev -B build/plain -DCHUNKSAMPLER_REQUIRE_MPI=ON -DCHUNKSAMPLER_BUILD_EXAMPLES=OFF
+cmake --build build/plain -j "$jobs"
+ctest --test-dir build/plain -j "$jobs" --output-on-failure --no-tests=error
 took "the Debug build and its ctest"
 
 # The Python package, built once for Python 3.12 into a wheel both stages below install. Its
