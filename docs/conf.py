@@ -61,7 +61,7 @@ nitpicky = True
 # package registries, the site cannot fetch other projects' inventories (intersphinx), so these
 # would be unresolved references; they are named here one by one instead of silencing the check.
 nitpick_ignore_regex = [
-    ("py:.*", r"(numpy|np|torch|lightning|accelerate|transformers|ray|pandas|pd|jax|anndata|annbatch|scvi|collections\.abc|typing|os)\..*"),
+    ("py:.*", r"(numpy|np|torch|lightning|accelerate|transformers|ray|pandas|pd|jax|grain|anndata|annbatch|scvi|collections\.abc|typing|os)\..*"),
     ("py:class", r"(NDArray|ArrayLike|Generator|Iterator|Iterable|Callable|Mapping|Sequence|Any|Literal)"),
     ("cpp:identifier", r"(::)?(std|fmt|pcg_extras|torch|c10)(::.*)?"),
     ("cpp:identifier", r"MPI_Comm|MPI_COMM_WORLD"),

@@ -21,6 +21,7 @@ PYTHON_MODULES = (
     "chunksampler.accelerate",
     "chunksampler.transformers",
     "chunksampler.scvi",
+    "chunksampler.grain",
 )
 
 _OPEN = re.compile(r"^namespace ([\w:]+) \{")

@@ -46,8 +46,9 @@ import numpy as np
 N_TYPES = 3
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+def make_parser(doc=__doc__):
+    """The options of this script (grain_train.py adds its own), described by ``doc``'s first paragraph."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("data", help="the DatasetCollection (a .zarr directory)")
     parser.add_argument("--make-data", action="store_true",
                         help="write DATA (and its two .h5ad inputs beside it) first if it does not exist (process 0)")
@@ -70,7 +71,11 @@ def parse_args(argv=None):
     group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, which every process joins")
     group.add_argument("--num-processes", type=int, metavar="N")
     group.add_argument("--process-id", type=int, metavar="I")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def check_args(parser, args):
+    """Exits with the parser's usage message where ``args`` do not go together."""
     given = [args.coordinator is not None, args.num_processes is not None, args.process_id is not None]
     if any(given) and not all(given):
         parser.error("--coordinator, --num-processes and --process-id go together")
@@ -82,14 +87,19 @@ def parse_args(argv=None):
     return args
 
 
+def parse_args(argv=None):
+    parser = make_parser()
+    return check_args(parser, parser.parse_args(argv))
+
+
 # --- --launch: N processes of this script on this machine ----------------------------------------
 
 
-def launch(args, argv):
-    """Starts args.launch processes of this script, joined at a free port on 127.0.0.1, and prints
-    each one's standard output in process order once all have finished (less gloo's connection
-    notice; standard error passes straight through). If one fails, or --timeout passes, kills the
-    others: a process whose peer died would wait for it in a collective."""
+def launch(args, argv, script=__file__):
+    """Starts args.launch processes of ``script`` (this one by default), joined at a free port on
+    127.0.0.1, and prints each one's standard output in process order once all have finished (less
+    gloo's connection notice; standard error passes straight through). If one fails, or --timeout
+    passes, kills the others: a process whose peer died would wait for it in a collective."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -103,7 +113,7 @@ def launch(args, argv):
     processes, logs = [], []
     for i in range(args.launch):
         logs.append(tempfile.TemporaryFile("w+"))
-        command = [sys.executable, __file__, *forwarded, "--coordinator", f"127.0.0.1:{port}",
+        command = [sys.executable, script, *forwarded, "--coordinator", f"127.0.0.1:{port}",
                    "--num-processes", str(args.launch), "--process-id", str(i)]
         processes.append(subprocess.Popen(command, env=env, stdout=logs[-1]))
     deadline, timed_out = time.monotonic() + args.timeout, False
@@ -122,7 +132,7 @@ def launch(args, argv):
         sys.stdout.write("".join(line for line in log if not line.startswith("[Gloo] ")))
     if any(codes):
         killed = f" (killed after --timeout {args.timeout:g} s)" if timed_out else ""
-        sys.exit(f"jax_train.py --launch: exit codes {codes}{killed}")
+        sys.exit(f"{Path(script).name} --launch: exit codes {codes}{killed}")
 
 
 # --- the data: a DatasetCollection of synthetic cells ---------------------------------------------
@@ -166,6 +176,31 @@ def init_params(genes, hidden, seed):
             "b2": np.zeros(N_TYPES, np.float32)}
 
 
+def sgd_step(mesh, lr):
+    """One SGD step of the MLP, jitted over ``mesh`` (one device per process): ``step(params, x, y)``
+    takes each process's batch, the gradients averaged over the processes, and returns the new
+    parameters with the mean loss and accuracy."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    def loss_fn(params, x, y):
+        hidden = jnp.tanh(x @ params["w1"] + params["b1"])
+        log_p = jax.nn.log_softmax(hidden @ params["w2"] + params["b2"])
+        return -jnp.mean(jnp.take_along_axis(log_p, y[:, None], axis=1)), jnp.mean(jnp.argmax(log_p, 1) == y)
+
+    @jax.jit
+    @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P("processes"), P("processes")), out_specs=(P(), P(), P()))
+    def step(params, x, y):
+        # Inside: this process's batch. jax.grad on it, then the mean over the processes.
+        (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, x, y)
+        grads = jax.lax.pmean(grads, "processes")
+        params = jax.tree.map(lambda p, g: p - lr * g, params, grads)
+        return params, jax.lax.pmean(loss, "processes"), jax.lax.pmean(accuracy, "processes")
+
+    return step
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -174,7 +209,6 @@ def main(argv=None):
 
     # Here, not at the top: --launch needs none of them. Importing them starts nothing in JAX.
     import jax
-    import jax.numpy as jnp
     from annbatch import DatasetCollection, Loader
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh, NamedSharding
@@ -211,19 +245,7 @@ def main(argv=None):
     params = jax.tree.map(lambda a: jax.make_array_from_process_local_data(replicated, a),
                           init_params(loader.n_var, 32, args.seed))
 
-    def loss_fn(params, x, y):
-        hidden = jnp.tanh(x @ params["w1"] + params["b1"])
-        log_p = jax.nn.log_softmax(hidden @ params["w2"] + params["b2"])
-        return -jnp.mean(jnp.take_along_axis(log_p, y[:, None], axis=1)), jnp.mean(jnp.argmax(log_p, 1) == y)
-
-    @jax.jit
-    @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P("processes"), P("processes")), out_specs=(P(), P(), P()))
-    def step(params, x, y):
-        # Inside: this process's batch. jax.grad on it, then the mean over the processes.
-        (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, x, y)
-        grads = jax.lax.pmean(grads, "processes")
-        params = jax.tree.map(lambda p, g: p - args.lr * g, params, grads)
-        return params, jax.lax.pmean(loss, "processes"), jax.lax.pmean(accuracy, "processes")
+    step = sgd_step(mesh, args.lr)
 
     shard = sampler.shard(loader.n_obs)  # contiguous: this process's rows; global: all processes' window
     where = f"rows [{shard.start}, {shard.stop}) of the {loader.n_obs} cells"

@@ -63,8 +63,35 @@ def _by_value(everyone: list[dict[str, Any]], key: str) -> str:
     return "; ".join(f"{value} on {_ranks(ranks)}" for value, ranks in groups.items())
 
 
+# What a job is called, how a DistributedSampler of its ranks is made, which collective needs equal
+# batch counts and what keeps them equal, in check_ranks' messages.
+_JOBS = {
+    "torch": (
+        "torch.distributed job",
+        "DistributedSampler(sampler, dist_info='torch'), made on each rank after the process group is "
+        "initialized (in setup() or train_dataloader())",
+        "DDP's gradient all-reduce waits for every rank",
+        "Keep the DistributedSampler's enforce_equal_batches=True, or pass equal_batches=False for a loader that "
+        "needs no collective per batch (validation, test, prediction)",
+    ),
+    "jax": (
+        "jax.distributed job",
+        "DistributedSampler(sampler, dist_info='jax'), made in each process after jax.distributed.initialize()",
+        "each training step's collective (jax.lax.pmean of the gradients) waits for every process",
+        "Keep the DistributedSampler's enforce_equal_batches=True",
+    ),
+}
+
+
 def check_ranks(
-    owner: str, sampler: Any, n_obs: int, *, job: tuple[int, int], equal_batches: bool, gather: Any = None
+    owner: str,
+    sampler: Any,
+    n_obs: int,
+    *,
+    job: tuple[int, int],
+    equal_batches: bool,
+    gather: Any = None,
+    kind: str = "torch",
 ) -> None:
     """Raises ConfigError on every rank of the job ``(rank, world_size)`` if any rank's sampler
 
@@ -74,8 +101,10 @@ def check_ranks(
       would restore on another;
     - with ``equal_batches``, has another batch count (DDP's gradient all-reduce waits for every rank).
 
-    ``gather(list, obj)`` is ``torch.distributed.all_gather_object`` by default.
+    ``gather(list, obj)`` is ``torch.distributed.all_gather_object`` by default; ``kind`` (``"torch"``
+    or ``"jax"``) names the job in the messages.
     """
+    job_name, fix, collective, keep = _JOBS[kind]
     rank, world_size = job
     mine = _what(sampler, n_obs, rank)
     if world_size == 1:
@@ -99,9 +128,8 @@ def check_ranks(
     found = by_rank(problems)
     if found is not None:
         raise ConfigError(
-            f"{owner}: the sampler's rank and world_size must be this torch.distributed job's on every rank "
-            f"(world_size {world_size}); {found}. Use DistributedSampler(sampler, dist_info='torch'), made on "
-            "each rank after the process group is initialized (in setup() or train_dataloader())"
+            f"{owner}: the sampler's rank and world_size must be this {job_name}'s on every rank "
+            f"(world_size {world_size}); {found}. Use {fix}"
         )
     if len({r["fingerprint"] for r in everyone}) > 1:
         raise ConfigError(
@@ -118,7 +146,5 @@ def check_ranks(
     if equal_batches and len(set(counts)) > 1:
         raise ConfigError(
             f"{owner}: with equal_batches=True (training), every rank must have as many batches as the others, "
-            f"since DDP's gradient all-reduce waits for every rank; got {counts} batches on ranks 0 to "
-            f"{world_size - 1}. Keep the DistributedSampler's enforce_equal_batches=True, or pass "
-            "equal_batches=False for a loader that needs no collective per batch (validation, test, prediction)"
+            f"since {collective}; got {counts} batches on ranks 0 to {world_size - 1}. {keep}"
         )

@@ -1,7 +1,9 @@
 """``Launch``: a child job (a multi-process launcher, or a script that starts its own ranks) run in a
 session of its own, so that one that overruns is killed with every process it started (other ranks,
 DataLoader workers) and the test fails naming it, instead of hanging the suite. The integrations'
-tests (Lightning, Accelerate) run their jobs through it."""
+tests (Lightning, Accelerate) run their jobs through it. ``run_together``: the processes of a
+``jax.distributed`` job started side by side, in the ``child_env`` of JAX on one CPU thread (the
+JAX and Grain tests)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,3 +70,46 @@ def waited(*runs: Launch) -> Iterator[tuple[Launch, ...]]:
     finally:
         for run in runs:
             run.kill()
+
+
+# Every variable dist_info="env" reads (include/chunksampler/dist_info.hpp), cleared around each test.
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                      "SLURM_PROCID", "SLURM_NTASKS")
+
+
+def child_env(**variables: str) -> dict[str, str]:
+    """This environment without any launcher's variables, plus `variables`: JAX on CPU, one thread."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env.update(JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
+               XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", **variables)
+    return env
+
+
+def run_together(commands: list[tuple[list[str], dict[str, str]]], timeout: float,
+                 cwd: Path | None = None) -> list[str]:
+    """Runs the commands at once (in `cwd` if given), each in its own session; returns what each
+    printed. If one fails or `timeout` passes, every process group is killed and the test fails
+    with their output."""
+    logs = [tempfile.TemporaryFile("w+") for _ in commands]
+    processes = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                  cwd=cwd)
+                 for (argv, env), log in zip(commands, logs)]
+    deadline = time.monotonic() + timeout
+    try:
+        while any(p.poll() is None for p in processes):
+            if time.monotonic() > deadline or any(p.poll() not in (None, 0) for p in processes):
+                break
+            time.sleep(0.05)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        codes = [p.wait() for p in processes]
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read())
+        log.close()
+    if any(code != 0 for code in codes):
+        pytest.fail(f"exit codes {codes} (timeout {timeout} s):\n" + "\n".join(o[-3000:] for o in outputs))
+    return outputs

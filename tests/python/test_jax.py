@@ -6,27 +6,19 @@ disjoint shards of equal batch counts, plain and inside annbatch's Loader over a
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import JOB_TIMEOUT, assert_tree_clean, epoch_batches, free_port, make_example_tree, rng, shown_output
+from conftest import JOB_TIMEOUT, assert_tree_clean, epoch_batches, free_port, rng, shown_output
+from launch import LAUNCHER_VARIABLES, child_env, run_together
 
 import chunksampler as cs
 
 HERE = Path(__file__).resolve().parent
 JAX_TRAIN = HERE.parents[1] / "examples" / "python" / "jax_train.py"
-# Every variable dist_info="env" reads (include/chunksampler/dist_info.hpp), cleared around each test.
-LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                      "SLURM_PROCID", "SLURM_NTASKS")
-
 
 @pytest.fixture
 def no_launcher(monkeypatch):
@@ -92,44 +84,6 @@ def test_before_initialize_it_refuses_whatever_the_launcher_says(no_launcher, va
 
 
 # --- child processes ------------------------------------------------------------------------------
-
-
-def child_env(**variables: str) -> dict[str, str]:
-    """This environment without any launcher's variables, plus `variables`: JAX on CPU, one thread."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
-    env.update(JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
-               XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", **variables)
-    return env
-
-
-def run_together(commands: list[tuple[list[str], dict[str, str]]], timeout: float,
-                 cwd: Path | None = None) -> list[str]:
-    """Runs the commands at once (in `cwd` if given), each in its own session; returns what each
-    printed. If one fails or `timeout` passes, every process group is killed and the test fails
-    with their output."""
-    logs = [tempfile.TemporaryFile("w+") for _ in commands]
-    processes = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                  cwd=cwd)
-                 for (argv, env), log in zip(commands, logs)]
-    deadline = time.monotonic() + timeout
-    try:
-        while any(p.poll() is None for p in processes):
-            if time.monotonic() > deadline or any(p.poll() not in (None, 0) for p in processes):
-                break
-            time.sleep(0.05)
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-        codes = [p.wait() for p in processes]
-    outputs = []
-    for log in logs:
-        log.seek(0)
-        outputs.append(log.read())
-        log.close()
-    if any(code != 0 for code in codes):
-        pytest.fail(f"exit codes {codes} (timeout {timeout} s):\n" + "\n".join(o[-3000:] for o in outputs))
-    return outputs
 
 
 N_PROCESSES = 3

@@ -50,13 +50,13 @@ def test_extension_needs_no_shared_libfmt():
 def test_dir_is_the_public_api():
     assert dir(chunksampler) == sorted(chunksampler.__all__)
     # Nothing public beyond __all__ but the integrations' modules, once imported.
-    integrations = {"torch", "lightning", "scvi", "accelerate", "transformers"}
+    integrations = {"torch", "lightning", "scvi", "accelerate", "transformers", "grain"}
     extra = {name for name in vars(chunksampler) if not name.startswith("_")} - set(chunksampler.__all__)
     assert extra <= integrations, extra
     assert not hasattr(chunksampler, "version") and not hasattr(chunksampler, "annotations")
 
 
-EXTRAS = {"torch", "torchdata", "lightning", "scvi", "annbatch", "jax", "accelerate", "transformers", "ray", "all",
+EXTRAS = {"torch", "torchdata", "lightning", "scvi", "annbatch", "jax", "grain", "accelerate", "transformers", "ray", "all",
           "test"}
 
 
