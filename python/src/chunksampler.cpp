@@ -401,22 +401,26 @@ class Bound {
 
 // The Python exception class `name` of chunksampler._errors (imported when first needed, so the
 // classes stay plain Python a reader can open).
-void raise_as(const char* name, const char* message) {
-  nb::object cls = nb::module_::import_("chunksampler._errors").attr(name);
-  PyErr_SetString(cls.ptr(), message);
+nb::object error_class(const char* name) { return nb::module_::import_("chunksampler._errors").attr(name); }
+
+void raise_as(const char* name, const char* message) { PyErr_SetString(error_class(name).ptr(), message); }
+
+// Raises an instance of the class `name`, made from `args` (for the classes that carry more than
+// a message).
+template <class... Args>
+void raise_instance(const char* name, Args&&... args) {
+  nb::object cls = error_class(name);
+  nb::object error = cls(std::forward<Args>(args)...);
+  PyErr_SetObject(cls.ptr(), error.ptr());
 }
 
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const cs::StateFileError& e) {
-    nb::object cls = nb::module_::import_("chunksampler._errors").attr("StateFileError");
-    nb::object error = cls(e.what(), e.code().value());
-    PyErr_SetObject(cls.ptr(), error.ptr());
+    raise_instance("StateFileError", e.what(), e.code().value());
   } catch (const cs::StateWriteError& e) {
-    nb::object cls = nb::module_::import_("chunksampler._errors").attr("StateWriteError");
-    nb::object error = cls(e.code().value(), e.what());
-    PyErr_SetObject(cls.ptr(), error.ptr());
+    raise_instance("StateWriteError", e.code().value(), e.what());
   } catch (const cs::StateMismatchError& e) {
     raise_as("StateMismatchError", e.what());
   } catch (const cs::StateFormatError& e) {
@@ -427,9 +431,7 @@ void translate(const std::exception_ptr& p, void*) {
     const cs::SplitReport& r = e.report();
     nb::object report = nb::module_::import_("chunksampler._types")
                             .attr("SplitReport")(r.runs, r.rows, r.short_runs, r.short_rows, r.short_share);
-    nb::object cls = nb::module_::import_("chunksampler._errors").attr("FragmentedSplitError");
-    nb::object error = cls(e.what(), report, nb::cast(e.columns()));
-    PyErr_SetObject(cls.ptr(), error.ptr());
+    raise_instance("FragmentedSplitError", e.what(), report, nb::cast(e.columns()));
   } catch (const cs::ConfigError& e) {
     raise_as("ConfigError", e.what());
   } catch (const cs::EnvironmentError& e) {

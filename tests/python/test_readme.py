@@ -56,10 +56,11 @@ def test_example_prints_what_its_page_shows(name, tmp_path, monkeypatch):
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(SOURCE)))
 def test_every_python_block_runs_as_pasted_or_is_cut_from_its_source(page):
     # The runnable ones run above; an excerpt's lines must be its file's, so neither can rot.
-    for path, code, offset in python_blocks(page.read_text()):
+    text = page.read_text()
+    for path, code, offset in python_blocks(text):
         if path is not None:
-            line = page.read_text().count("\n", 0, offset) + 1
-            assert not excerpt_problems(code, SOURCE / path), f"{page.name}:{line}: {excerpt_problems(code, SOURCE / path)}"
+            problems = excerpt_problems(code, SOURCE / path)
+            assert not problems, f"{page.name}:{text.count(chr(10), 0, offset) + 1}: {problems}"
 
 
 def test_find_package_names_this_version():
