@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "python" / "bench_python.py"
 
 
@@ -15,3 +17,17 @@ def test_bench_python_smoke_agrees_and_exits_0():
     result = subprocess.run([sys.executable, str(SCRIPT), "--smoke"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ns/index" in result.stdout
+
+
+GRAIN_SCRIPT = SCRIPT.parent / "bench_grain.py"
+
+
+def test_bench_grain_smoke_checks_and_exits_0():
+    # --smoke: 2,560 rows, Grain's MapDataset and DataLoader and our ChunkDataset in-process on both
+    # stores (about 20 s); it raises, so exits 1, when a batch is misshapen, a row is read twice, a
+    # batch does not hold the store's values or an epoch of ours misses a row.
+    pytest.importorskip("grain")
+    pytest.importorskip("zarr")
+    result = subprocess.run([sys.executable, str(GRAIN_SCRIPT), "--smoke"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ChunkDataset rows/s" in result.stdout
