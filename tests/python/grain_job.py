@@ -6,7 +6,8 @@ OUT/<part>-process<ID>.json; the test compares them with the sampler's own plan.
     python grain_job.py PART PROCESS_ID NUM_PROCESSES PORT OUT
 
 PART is
-- ``run``: two epochs, uninterrupted, for 0 and 2 workers; the refusals (a sampler of another
+- ``run``: two epochs, uninterrupted, for 0 and 2 workers, then the first batches again from the
+  state taken before the first (``set_state`` on the same iterator); the refusals (a sampler of another
   process, a Grain shard option on top of a DistributedSampler, seeds that differ between the
   processes, a state of another seed); then, for 0 and 2 workers, the same epochs until
   ``n_batches + 5`` batches and a checkpoint (Grain's CheckpointHandler for 0 workers, Orbax's
@@ -133,7 +134,12 @@ def main() -> None:
             report["n_batches"] = dataset.n_batches
             report["shard"] = [dataset.sampler.rank, dataset.sampler.world_size]
             it = iter(iterable)
+            # The state before the first batch: under mp_prefetch Grain takes it in this process, where
+            # the dataset is not split among the workers, and each worker must take it as its start.
+            at_start = json.loads(json.dumps(it.get_state()))
             report[f"w{workers}"] = [rows(batch) for batch in it]
+            it.set_state(at_start)
+            report[f"again-w{workers}"] = [rows(next(it)) for _ in range(3)]
             it.close()
         report["refusals"] = refusals(data, me)
         for workers in WORKERS:

@@ -1,10 +1,10 @@
 """chunksampler.grain: ChunkDataset, a grain.IterDataset of batches read chunk by chunk. In this
 process: the batches against the sampler's own plan, the reads on the chunk grid, exact resume from
-any point (with and without mp_prefetch's workers, through JSON as Grain's checkpoint handler
-writes it), the sources (arrays, zarr, h5py, AnnData dense and sparse, an annbatch
+any point (through JSON as Grain's checkpoint handler writes it), the sources (arrays, zarr, h5py, AnnData dense and sparse, an annbatch
 DatasetCollection) and the refusals. Under a 2-process jax.distributed job on CPU (grain_job.py):
-disjoint shards of equal batch counts, every row once per epoch, a crash and a resume from Grain's
-and Orbax's checkpoints with 0 and 2 workers, and the refusals on every process. And
+disjoint shards of equal batch counts, every row once per epoch, mp_prefetch's workers reading the
+sampler's worker shares, a crash and a resume from Grain's and Orbax's checkpoints with 0 and 2
+workers, and the refusals on every process. And
 examples/python/grain_train.py stopped and resumed as its page shows."""
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ def table(n_obs: int) -> dict[str, np.ndarray]:
 rows = job.rows  # a batch's row ids, checked against its x
 
 
-def plan(sampler, n_obs: int, epochs: range) -> list[list[int]]:
-    """The sampler's own batches over ``epochs``, as observation indices."""
+def plan(sampler, n_obs: int, epochs: range, worker: tuple[int, int] | None = None) -> list[list[int]]:
+    """The sampler's own batches over ``epochs`` (worker ``worker``'s share, if given), as observation
+    indices."""
     sampler = sampler.__copy__()
     out = []
     for epoch in epochs:
         sampler.set_epoch(epoch)
-        out += [batch.tolist() for batch in epoch_batches(sampler, n_obs)]
+        out += [batch.tolist() for batch in epoch_batches(sampler, n_obs, worker=worker)]
     return out
 
 
@@ -200,40 +201,6 @@ def test_grains_checkpoint_handler_saves_and_restores_it(tmp_path):
     grain.checkpoint.CheckpointHandler().save(epath.Path(tmp_path), item=it)
     restored = grain.checkpoint.CheckpointHandler().restore(epath.Path(tmp_path), item=iter(dataset))
     assert [rows(batch) for batch in restored] == whole[37:]
-
-
-def test_mp_prefetch_workers_read_whole_groups_and_resume_exactly():
-    n_obs = 600
-    dataset = ChunkDataset(table(n_obs), cs.RandomSampler(10, 3, 15, rng=rng(6)), num_epochs=2)
-    pipeline = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
-    # Two pipelines, since each starts 2 worker processes (seconds each): the first takes the state
-    # at the start (which Grain takes in this process, where the dataset is not sliced) and after 23
-    # batches, and reads on to the end; the second restores each state in turn.
-    it = iter(pipeline)
-    at_start = json.loads(json.dumps(it.get_state()))  # through JSON, as Grain's checkpoint handler stores it
-    whole = [rows(next(it)) for _ in range(23)]
-    after_23 = json.loads(json.dumps(it.get_state()))
-    whole += [rows(batch) for batch in it]
-    it.close()
-    # Every row twice (once per epoch); the batches are the workers' shares of the sampler's epochs.
-    assert Counter(sum(whole, [])) == {row: 2 for row in range(n_obs)}
-    shares = [plan_of_worker(dataset.sampler, n_obs, worker) for worker in range(2)]
-    assert sorted(map(tuple, whole)) == sorted(map(tuple, shares[0] + shares[1]))
-    again = iter(pipeline)
-    again.set_state(after_23)
-    assert [rows(batch) for batch in again] == whole[23:]
-    again.set_state(at_start)
-    assert [rows(batch) for batch in again] == whole
-    again.close()
-
-
-def plan_of_worker(sampler, n_obs: int, worker: int) -> list[list[int]]:
-    sampler = sampler.__copy__()
-    out = []
-    for epoch in range(2):
-        sampler.set_epoch(epoch)
-        out += [b.tolist() for b in epoch_batches(sampler, n_obs, worker=(worker, 2))]
-    return out
 
 
 def test_a_state_of_another_run_is_refused():
@@ -414,8 +381,13 @@ def test_each_process_reads_its_own_shard_every_row_once_per_epoch(reports):
         oracle = cs.DistributedSampler(base, dist_info=lambda p=process: (p, 2))
         # Without workers: the process's DistributedSampler's plan, batch for batch.
         assert full[process]["w0"] == plan(oracle, job.N_OBS, range(job.EPOCHS))
-        # With 2 workers: each worker's share, interleaved; every batch of the plan once.
+        # With 2 workers: each worker's share of that plan (whole read groups), interleaved.
+        shares = [plan(oracle, job.N_OBS, range(job.EPOCHS), worker=(worker, 2)) for worker in range(2)]
+        assert sorted(map(tuple, full[process]["w2"])) == sorted(map(tuple, shares[0] + shares[1]))
         assert sorted(map(tuple, full[process]["w2"])) == sorted(map(tuple, full[process]["w0"]))
+        # The state taken before the first batch restores to the first batches, with workers too.
+        for workers in ("w0", "w2"):
+            assert full[process][f"again-{workers}"] == full[process][workers][:3]
     for workers in ("w0", "w2"):
         counts = [Counter(sum(report[workers], [])) for report in full]
         assert set(counts[0]).isdisjoint(counts[1])
