@@ -4,7 +4,7 @@
 # PyPI's torch 2 and its training stacks, and with Debian's Python and torch), annbatch's own sampler
 # tests against it (scripts/test_annbatch.sh), the documentation site (scripts/docs.sh) and the lint
 # (scripts/lint.sh), then the suite and the example programs with their multi-process jobs under
-# AddressSanitizer and UndefinedBehaviorSanitizer, the threaded tests and the examples under
+# AddressSanitizer and UndefinedBehaviorSanitizer, the threaded tests and examples under
 # ThreadSanitizer, and the fuzz targets briefly. Each phase's time is printed as it ends
 # ("test.sh: PHASE took Ns").
 #   scripts/test.sh
@@ -62,8 +62,10 @@ bash scripts/test_annbatch.sh
 took "annbatch's sampler tests"
 # The documentation site, built strictly (warnings and broken cross references fail), its API
 # reference checked against the public names, and three pages opened in headless Chromium (about a
-# minute).
-bash scripts/docs.sh
+# minute). The pages' Python examples ran in the Python stages above (tests/python/test_readme.py,
+# against this wheel, every stack installed): the build checks their blocks and excerpts without
+# running them again.
+CHUNKSAMPLER_DOCS_EXAMPLES_TESTED=1 bash scripts/docs.sh
 unset CHUNKSAMPLER_WHEEL_DIR
 took "the documentation site"
 
@@ -78,9 +80,10 @@ cmake --build --preset sanitize -j "$jobs"
 ctest --preset sanitize -j "$jobs"
 took "the ASan + UBSan build and its ctest"
 
-# Under ThreadSanitizer: the test files that start threads (the tsan preset's CHUNKSAMPLER_TEST_FILES),
-# which check the thread-safety rules of docs/concepts/threads.md (tests/test_threads.cpp), with
-# the example programs and the MPI and torchrun jobs.
+# Under ThreadSanitizer: what starts threads. The test files that do (the tsan preset's
+# CHUNKSAMPLER_TEST_FILES), which check the thread-safety rules of docs/concepts/threads.md
+# (tests/test_threads.cpp), the libtorch adapter's tests, and the example programs that do (its
+# CHUNKSAMPLER_EXAMPLES: the chaos job's ranks, the libtorch trainer and its .h5ad fixture).
 cmake --preset tsan -DCHUNKSAMPLER_REQUIRE_MPI=ON
 cmake --build --preset tsan -j "$jobs"
 ctest --preset tsan -j "$jobs"
