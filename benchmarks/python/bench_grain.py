@@ -94,6 +94,8 @@ from typing import Any
 import numpy as np
 import zarr
 
+import page_cache  # beside this file
+
 GRID = 64  # the stores' chunk rows, and the sampler's chunk_size
 PRELOAD = 8
 BATCH = 256
@@ -199,14 +201,7 @@ def describe(path: Path) -> str:
 
 def warm_page_cache(paths: dict[str, Path]) -> int:
     """Reads every file of the stores once, so that every run reads from memory."""
-    total = 0
-    for root in paths.values():
-        for directory, _, files in os.walk(root):
-            for name in files:
-                with open(os.path.join(directory, name), "rb") as f:
-                    while block := f.read(1 << 24):
-                        total += len(block)
-    return total
+    return page_cache.warm_page_cache(paths.values())
 
 
 # --- the pipelines ---------------------------------------------------------------------------------

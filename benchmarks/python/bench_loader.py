@@ -96,6 +96,8 @@ import zarr
 
 import chunksampler
 
+import page_cache  # beside this file
+
 # The stores' chunk rows: annbatch.write_sharded's default n_obs_per_chunk, and the chunk_size set
 # to match it (as annbatch's docs advise for dense stores).
 GRID = 64
@@ -245,14 +247,7 @@ def describe(path: Path) -> str:
 
 def warm_page_cache(paths: dict[str, Path]) -> int:
     """Reads every file of the stores once, so that every epoch reads from memory."""
-    total = 0
-    for root in paths.values():
-        for directory, _, files in os.walk(root):
-            for name in files:
-                with open(os.path.join(directory, name), "rb") as f:
-                    while block := f.read(1 << 24):
-                        total += len(block)
-    return total
+    return page_cache.warm_page_cache(paths.values())
 
 
 # --- the scenarios --------------------------------------------------------------------------------
