@@ -79,7 +79,6 @@ import os
 import platform
 import multiprocessing
 import pickle
-import shutil
 import statistics
 import sys
 import tempfile
@@ -94,7 +93,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-import page_cache  # beside this file
+import bench_stores  # beside this file
 
 GRID = 64  # the stores' chunk rows, and the sampler's chunk_size
 PRELOAD = 8
@@ -172,20 +171,15 @@ def ensure_stores(directory: Path, n_obs: int, annbatch_writer: bool) -> dict[st
     ``bench_grain.json`` beside them records what they hold)."""
     writer = "annbatch.write_sharded" if annbatch_writer else "zarr"
     expected = {"format": STORE_FORMAT, "seed": SEED, "n_obs": n_obs, "columns": COLUMNS, "writer": writer}
-    stamp = directory / "bench_grain.json"
-    paths = {name: directory / f"{name}.zarr" for name in STORES}
-    if stamp.exists() and json.loads(stamp.read_text()) == expected and all(p.exists() for p in paths.values()):
+    paths, reused = bench_stores.kept(directory, "bench_grain.json", expected, STORES)
+    if reused:
         log(f"stores: reusing {directory}")
         return paths
-    directory.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
-    for path in paths.values():
-        shutil.rmtree(path, ignore_errors=True)
     started = time.perf_counter()
     x = dense_matrix(n_obs, np.random.default_rng(SEED))
     write_plain(paths["zarr"], x)
     (write_annbatch if annbatch_writer else write_sharded_zarr)(paths["sharded"], x)
-    stamp.write_text(json.dumps(expected))
+    (directory / "bench_grain.json").write_text(json.dumps(expected))
     log(f"stores: written to {directory} in {time.perf_counter() - started:.1f} s")
     return paths
 
@@ -201,7 +195,7 @@ def describe(path: Path) -> str:
 
 def warm_page_cache(paths: dict[str, Path]) -> int:
     """Reads every file of the stores once, so that every run reads from memory."""
-    return page_cache.warm_page_cache(paths.values())
+    return bench_stores.warm_page_cache(paths.values())
 
 
 # --- the pipelines ---------------------------------------------------------------------------------

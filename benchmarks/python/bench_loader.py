@@ -73,7 +73,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
 import tempfile
@@ -96,7 +95,7 @@ import zarr
 
 import chunksampler
 
-import page_cache  # beside this file
+import bench_stores  # beside this file
 
 # The stores' chunk rows: annbatch.write_sharded's default n_obs_per_chunk, and the chunk_size set
 # to match it (as annbatch's docs advise for dense stores).
@@ -199,15 +198,10 @@ def ensure_stores(directory: Path, sizes: Sizes) -> dict[str, Path]:
     """The stores under ``directory``, written unless a previous run left them there with the same
     sizes (a ``bench_loader.json`` beside them records what they hold)."""
     expected = {"format": STORE_FORMAT, "seed": SEED, "annbatch": annbatch.__version__, **sizes.__dict__}
-    stamp = directory / "bench_loader.json"
-    paths = {name: directory / f"{name}.zarr" for name in STORES}
-    if stamp.exists() and json.loads(stamp.read_text()) == expected and all(p.exists() for p in paths.values()):
+    paths, reused = bench_stores.kept(directory, "bench_loader.json", expected, STORES)
+    if reused:
         log(f"stores: reusing {directory}")
         return paths
-    directory.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
-    for path in paths.values():
-        shutil.rmtree(path, ignore_errors=True)
     rng = np.random.default_rng(SEED)
     started = time.perf_counter()
     dense = dense_matrix(sizes, rng)
@@ -215,7 +209,7 @@ def ensure_stores(directory: Path, sizes: Sizes) -> dict[str, Path]:
     write_unsharded(paths["dense-unsharded"], dense)
     del dense
     write_store(paths["csr"], csr_matrix(sizes, rng), sizes.n_obs)
-    stamp.write_text(json.dumps(expected))
+    (directory / "bench_loader.json").write_text(json.dumps(expected))
     log(f"stores: written to {directory} in {time.perf_counter() - started:.1f} s")
     return paths
 
@@ -247,7 +241,7 @@ def describe(path: Path) -> str:
 
 def warm_page_cache(paths: dict[str, Path]) -> int:
     """Reads every file of the stores once, so that every epoch reads from memory."""
-    return page_cache.warm_page_cache(paths.values())
+    return bench_stores.warm_page_cache(paths.values())
 
 
 # --- the scenarios --------------------------------------------------------------------------------
