@@ -3,6 +3,7 @@ ones to come), so that each keeps only what its framework asks for:
 
 - the samplers they take, and the check of a sampler argument;
 - where the job's ranks come from, and the check that every rank holds the same sampler;
+- ``request_rows``, the observation of each of a request's positions;
 - ``Iteration``, the count of the batches one pass over a ``sample_arrays()`` iterator has handed
   out: the iterator knows where its epoch stands (``batches_before``, ``n_batches``, its state
   after ``k`` of its batches), so an adapter counts only the batches it hands out;
@@ -18,6 +19,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from typing import Any, NoReturn
+
+import numpy as np
 
 from . import _chunksampler
 from ._dist import torch_job
@@ -109,6 +112,17 @@ def agree_every_rank(owner: str, problem: str | None) -> None:
 
 
 # --- the batches one pass hands out --------------------------------------------------------------
+
+
+def request_rows(request: RequestArrays) -> np.ndarray:
+    """The observation index of each of the request's positions, in position order: the buffer is
+    the chunks ``[starts[c], stops[c])`` laid end to end, so buffer row ``p`` of chunk ``c`` is
+    observation ``starts[c] + p - begin[c]``."""
+    starts, stops, positions, _ = request
+    lengths = stops - starts
+    begins = np.cumsum(lengths) - lengths
+    return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
+
 
 
 class Iteration:

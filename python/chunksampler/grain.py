@@ -52,7 +52,7 @@ import numpy as np
 from . import _chunksampler
 from ._convert import index
 from ._errors import ConfigError, StateFormatError
-from ._integration import AnySampler, Iteration, check_sampler
+from ._integration import AnySampler, Iteration, check_sampler, request_rows
 from ._ranks import check_ranks
 from ._samplers import DistributedSampler
 
@@ -216,17 +216,9 @@ def _leaves(fields: Any) -> list[_Column]:
     return [leaf for value in fields.values() for leaf in _leaves(value)]
 
 
-def _rows(request: Any) -> np.ndarray:
-    """The observation index of each of the request's positions, in position order."""
-    starts, stops, positions, _ = request
-    lengths = stops - starts
-    begins = np.cumsum(lengths) - lengths
-    return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
-
-
 def _read(fields: Any, request: Any, needs_rows: bool) -> list[Any]:
     """The request's batches, each a pytree of ``fields``' shape."""
-    rows = _rows(request) if needs_rows else None
+    rows = request_rows(request) if needs_rows else None
     offsets = request.offsets.tolist()
 
     def ordered(node: Any) -> Any:
@@ -449,12 +441,8 @@ class ChunkDatasetIterator(grain.DatasetIterator):
         """``{"format": "chunksampler.grain/1", "state": text, "epoch": e, "batches_done": k}``: the
         sampler's state after the batches handed out (``k`` of epoch ``e``, counted over this
         iterator's worker share), which ``set_state`` continues from."""
-        if self._ended(self._epoch):
-            text = self._pass.state_dict(self._pass.total)["state"]
-        else:
-            text = self._pass.state_dict(self._pass.yielded)["state"]
-        fields = _chunksampler.state_fields(text)
-        return {"format": FORMAT, "state": text, "epoch": fields["epoch"], "batches_done": fields["batches_done"]}
+        state = self._pass.state_dict(self._pass.total if self._ended(self._epoch) else self._pass.yielded)
+        return {"format": FORMAT, **state}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continues exactly after the state's batches (from ``get_state()`` of an iterator of the same

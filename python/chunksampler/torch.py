@@ -14,13 +14,13 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
+import numpy as np  # the docstrings' examples use it (test_torch.py runs them with doctest)
 import torch.utils.data
 import torch.utils.data.dataloader
 
 from ._convert import index, optional_index
 from ._errors import ConfigError, NotADataLoaderError, StateError
-from ._integration import AnySampler, Iteration, check_every_rank, check_sampler
+from ._integration import AnySampler, Iteration, check_every_rank, check_sampler, request_rows
 from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict
 
@@ -100,16 +100,6 @@ def _called_from(prefix: str) -> bool:
     """Whether the code reading an attribute (two frames up: the reader <- __getattr__ <- this) is in a
     module whose name begins with ``prefix``."""
     return sys._getframe(2).f_globals.get("__name__", "").startswith(prefix)
-
-
-def _rows(request: RequestArrays) -> np.ndarray:
-    """The observation index of each of the request's positions, in position order: the buffer is
-    the chunks ``[starts[c], stops[c])`` laid end to end, so buffer row ``p`` of chunk ``c`` is
-    observation ``starts[c] + p - begin[c]``."""
-    starts, stops, positions, _ = request
-    lengths = stops - starts
-    begins = np.cumsum(lengths) - lengths
-    return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
 
 
 class BatchSampler(torch.utils.data.BatchSampler):
@@ -251,7 +241,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
     def _batches(requests: Iterator[RequestArrays], iteration: Iteration) -> Iterator[list[int]]:
         for request in requests:
             # One gather and one list per request; the request's arrays are not used after this.
-            rows = _rows(request).tolist()
+            rows = request_rows(request).tolist()
             bounds = request.offsets.tolist()
             for begin, end in zip(bounds[:-1], bounds[1:]):
                 iteration.yielded += 1
