@@ -222,7 +222,10 @@ class Epoch {
     const std::int64_t request_begin = plan_.request_begin(k);
     const std::int64_t from = std::max(run.begin, request_begin) - request_begin + skip_in_piece_;
     const std::int64_t to = std::min(run.end, plan_.request_begin(k + 1)) - request_begin;
-    plan_.fill(k, buffers_);
+    // A plan that can stop shuffling after the positions read is told how many are.
+    if constexpr (requires { plan_.fill(k, buffers_, to * plan_.batch_size()); })
+      plan_.fill(k, buffers_, to * plan_.batch_size());
+    else plan_.fill(k, buffers_);
     const auto size = static_cast<std::int64_t>(buffers_.positions.size());
     const std::int64_t b = plan_.batch_size();
     const std::span<const std::int64_t> positions(buffers_.positions);

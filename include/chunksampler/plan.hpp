@@ -35,6 +35,9 @@ struct BatchRun {
 ///  3. `fill(k, out)` writes request `k`'s chunks and its batches' positions (`batch_size()` each,
 ///     the epoch's last batch possibly fewer), depending on nothing but the plan and `k`.
 ///  4. `max_chunks()` and `max_positions()` bound what `fill` writes (they size the buffers once).
+///  5. Optionally `fill(k, out, needed)`: `fill(k, out)` for a reader of positions `[0, needed)`
+///     alone, which must be the same as `fill(k, out)` gives; the rest may differ. `Epoch` calls
+///     it where a plan has it, with the end of the batches it hands out.
 template <class P>
 concept EpochPlan = std::copy_constructible<P> && requires(const P& plan, std::int64_t i, RequestBuffers& out) {
   { plan.n_batches() } -> std::same_as<std::int64_t>;

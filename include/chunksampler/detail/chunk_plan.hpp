@@ -13,6 +13,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -108,7 +109,11 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   /// the pieces of the rows it uses and positions 0, 1, ... When the epoch holds more positions
   /// than the stream has rows (padding), the last request repeats rows: drawn at random from
   /// its buffer when shuffled, from its start in order otherwise.
-  void fill(std::int64_t k, RequestBuffers& out) const {
+  void fill(std::int64_t k, RequestBuffers& out) const { fill(k, out, std::numeric_limits<std::int64_t>::max()); }
+  /// `fill(k, out)` for a reader of its first `needed` positions only: those are the same, and
+  /// the shuffle stops after them (a forward Fisher-Yates has placed its first `i` positions
+  /// after `i` draws), so a rank whose share ends inside a request draws for its part alone.
+  void fill(std::int64_t k, RequestBuffers& out, std::int64_t needed) const {
     const Index& index = built();
     const std::int64_t begin = k * request_obs();
     const std::int64_t used = std::min(request_obs(), layout_.used_obs - begin);
@@ -136,7 +141,9 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
       return;
     }
     Engine engine = make_engine(position_key_, static_cast<std::uint64_t>(k));
-    partial_shuffle(engine, std::span<std::int64_t>(out.positions), static_cast<std::size_t>(distinct));
+    // Padding draws continue the stream and reshuffle every position: those need all the draws.
+    const std::int64_t draws = wanted > distinct ? distinct : std::min(distinct, needed);
+    partial_shuffle(engine, std::span<std::int64_t>(out.positions), static_cast<std::size_t>(draws));
     out.positions.resize(static_cast<std::size_t>(wanted));
     if (wanted > distinct) {
       for (std::int64_t p = distinct; p < wanted; ++p)

@@ -11,11 +11,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <span>
 #include <utility>
-#include <vector>
 
 namespace chunksampler::detail {
 
@@ -142,7 +143,10 @@ class FeistelPermutation {
  public:
   /// A permutation of `[0, n)`, `1 <= n <= 2^62`, chosen by `key`.
   constexpr FeistelPermutation(std::uint64_t n, std::uint64_t key) noexcept
-      : n_(n), side_(std::max<std::uint64_t>(ceil_sqrt(n), 2)), flip_((derive(key, rounds) & 1U) != 0) {
+      : n_(n),
+        side_(std::max<std::uint64_t>(ceil_sqrt(n), 2)),
+        inverse_side_(1.0 / static_cast<double>(side_)),
+        flip_((derive(key, rounds) & 1U) != 0) {
     for (std::size_t r = 0; r < keys_.size(); ++r) keys_[r] = derive(key, r);
   }
 
@@ -191,8 +195,9 @@ class FeistelPermutation {
     std::array<std::uint64_t, lanes> right{};
     for (std::size_t l = 0; l < lanes; ++l) {
       const std::uint64_t x = Inverse && flip_ && in[l] < 2 ? in[l] ^ 1U : in[l];
-      left[l] = x / side_;
-      right[l] = x % side_;
+      const Halves h = halves(x);
+      left[l] = h.left;
+      right[l] = h.right;
     }
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::uint64_t round_key = keys_[Inverse ? rounds - 1 - r : r];
@@ -218,10 +223,24 @@ class FeistelPermutation {
     }
   }
 
+  struct Halves {
+    std::uint64_t left;
+    std::uint64_t right;
+  };
+  // `{x / side, x % side}` for `x < side^2`, without a division: the quotient from a multiply by
+  // `1 / side` in double precision is within 1 of the true one (x < 2^62, side < 2^31), and the
+  // remainder's sign and size say which way to correct it.
+  [[nodiscard]] constexpr Halves halves(std::uint64_t x) const noexcept {
+    std::uint64_t q = static_cast<std::uint64_t>(static_cast<double>(x) * inverse_side_);
+    auto r = static_cast<std::int64_t>(x - q * side_);
+    if (r < 0) --q, r += static_cast<std::int64_t>(side_);
+    else if (r >= static_cast<std::int64_t>(side_)) ++q, r -= static_cast<std::int64_t>(side_);
+    return {q, static_cast<std::uint64_t>(r)};
+  }
+
   // One pass of the network over [0, side^2): (left, right) -> (right, left + F(right) mod side).
   [[nodiscard]] constexpr std::uint64_t encrypt(std::uint64_t x) const noexcept {
-    std::uint64_t left = x / side_;
-    std::uint64_t right = x % side_;
+    auto [left, right] = halves(x);
     for (const std::uint64_t round_key : keys_) {
       // A keyed hash of `right` scaled to [0, side) by a multiply-high.
       const std::uint64_t f = mul_wide(mix64(right ^ round_key), side_).hi;
@@ -235,8 +254,7 @@ class FeistelPermutation {
 
   // `encrypt` undone: its rounds in reverse, (left, right) -> (right - F(left) mod side, left).
   [[nodiscard]] constexpr std::uint64_t decrypt(std::uint64_t x) const noexcept {
-    std::uint64_t left = x / side_;
-    std::uint64_t right = x % side_;
+    auto [left, right] = halves(x);
     for (auto round_key = keys_.rbegin(); round_key != keys_.rend(); ++round_key) {
       const std::uint64_t f = mul_wide(mix64(left ^ *round_key), side_).hi;
       const std::uint64_t previous = right >= f ? right - f : right + side_ - f;
@@ -248,13 +266,14 @@ class FeistelPermutation {
 
   std::uint64_t n_;
   std::uint64_t side_;
+  double inverse_side_;
   bool flip_;
   std::array<std::uint64_t, rounds> keys_{};
 };
 
 /// A keyed permutation of `[0, n)`, `n <= 2^62`, that is uniform at every size: up to
 /// `table_limit` elements an exact Fisher-Yates shuffle (unbiased bounded draws from a pcg32
-/// stream of the key), built at the first lookup into a table of `4n` bytes (at most 256 KiB)
+/// stream of the key), built at the first lookup into a table of `2n` bytes (at most 128 KiB)
 /// that copies share; above it a `FeistelPermutation`, O(1) in time and memory per lookup.
 /// Construction is cheap either way (counting an epoch's batches never shuffles), and a lookup
 /// is safe from several threads: the table is built once, under `std::call_once`.
@@ -262,6 +281,10 @@ class KeyedPermutation {
  public:
   /// Sizes up to this are shuffled into a table.
   static constexpr std::uint64_t table_limit = std::uint64_t{1} << 16U;
+  /// A table's entries: 2 bytes, so that a whole epoch's order (up to 128 KiB) stays in the
+  /// cache while it is shuffled and read, and below the size the allocator maps afresh.
+  using Entry = std::uint16_t;
+  static_assert(table_limit - 1 <= std::numeric_limits<Entry>::max());
 
   /// A permutation of `[0, n)`, `1 <= n <= 2^62`, chosen by `key`.
   KeyedPermutation(std::uint64_t n, std::uint64_t key)
@@ -279,8 +302,9 @@ class KeyedPermutation {
   template <bool Inverse = false>
   void map(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) const {
     if (!table_) return feistel_.map<Inverse>(in, out);
-    const std::vector<std::uint32_t>& table = Inverse ? table_->positions() : table_->values();
-    std::ranges::transform(in, out.begin(), [&table](std::uint64_t x) { return table[static_cast<std::size_t>(x)]; });
+    if (Inverse && in.size() <= Table::scanned_at_most) return table_->find(in, out);
+    const std::span<const Entry> table = Inverse ? table_->positions() : table_->values();
+    std::ranges::transform(in, out.begin(), [table](std::uint64_t x) { return table[static_cast<std::size_t>(x)]; });
   }
 
   [[nodiscard]] std::uint64_t size() const noexcept { return feistel_.size(); }
@@ -291,39 +315,58 @@ class KeyedPermutation {
 
   class Table {
    public:
-    Table(std::uint64_t n, std::uint64_t key) noexcept : n_(n), key_(key) {}
+    /// Inverse lookups of at most this many elements at once search the table instead of
+    /// building its inverse: an epoch's plan asks for its one or two short chunks' places, and a
+    /// scan of the values for them costs a fraction of building (and allocating) the inverse.
+    static constexpr std::size_t scanned_at_most = 8;
+
+    Table(std::uint64_t n, std::uint64_t key) noexcept : n_(static_cast<std::size_t>(n)), key_(key) {}
 
     [[nodiscard]] std::uint64_t at(std::uint64_t i) { return values()[static_cast<std::size_t>(i)]; }
     [[nodiscard]] std::uint64_t position_of(std::uint64_t x) { return positions()[static_cast<std::size_t>(x)]; }
 
     /// The permutation, position by position, shuffled at the first call.
-    [[nodiscard]] const std::vector<std::uint32_t>& values() {
+    [[nodiscard]] std::span<const Entry> values() {
       std::call_once(built_, [this] {
-        values_.resize(static_cast<std::size_t>(n_));
-        for (std::size_t v = 0; v < values_.size(); ++v) values_[v] = static_cast<std::uint32_t>(v);
+        values_ = std::make_unique_for_overwrite<Entry[]>(n_);
+        const std::span<Entry> values(values_.get(), n_);
+        std::iota(values.begin(), values.end(), Entry{0});
         Engine engine = make_engine(key_, table_stream);
-        partial_shuffle(engine, std::span<std::uint32_t>(values_), values_.size());
+        partial_shuffle(engine, values, n_);
       });
-      return values_;
+      return {values_.get(), n_};
     }
 
     /// Its inverse, element by element, built at the first call.
-    [[nodiscard]] const std::vector<std::uint32_t>& positions() {
-      (void)values();
-      std::call_once(inverted_, [this] {
-        positions_.resize(values_.size());
-        for (std::size_t i = 0; i < values_.size(); ++i) positions_[values_[i]] = static_cast<std::uint32_t>(i);
+    [[nodiscard]] std::span<const Entry> positions() {
+      const std::span<const Entry> values = this->values();
+      std::call_once(inverted_, [this, values] {
+        positions_ = std::make_unique_for_overwrite<Entry[]>(n_);
+        for (std::size_t i = 0; i < n_; ++i) positions_[values[i]] = static_cast<Entry>(i);
       });
-      return positions_;
+      return {positions_.get(), n_};
+    }
+
+    /// `out[l]` = the position of `in[l]`, for a few elements: a pass over the values for each,
+    /// summing the one index that holds it, without a branch (the compiler vectorizes the sum).
+    void find(std::span<const std::uint64_t> in, std::span<std::uint64_t> out) {
+      const std::span<const Entry> values = this->values();
+      for (std::size_t l = 0; l < in.size(); ++l) {
+        const auto wanted = static_cast<Entry>(in[l]);
+        std::uint32_t found = 0;
+        const auto size = static_cast<std::uint32_t>(values.size());  // at most table_limit
+        for (std::uint32_t i = 0; i < size; ++i) found += values[i] == wanted ? i : 0;
+        out[l] = found;
+      }
     }
 
    private:
-    std::uint64_t n_;
+    std::size_t n_;
     std::uint64_t key_;
     std::once_flag built_;
     std::once_flag inverted_;
-    std::vector<std::uint32_t> values_;
-    std::vector<std::uint32_t> positions_;
+    std::unique_ptr<Entry[]> values_;
+    std::unique_ptr<Entry[]> positions_;
   };
 
   FeistelPermutation feistel_;
