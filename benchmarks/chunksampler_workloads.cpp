@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // chunksampler's samplers as benchmark workloads, and the shuffle floor they are held to.
 
+#include "sampler_workload.hpp"
 #include "workloads.hpp"
 
 #include <chunksampler.hpp>
@@ -8,15 +9,14 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <pcg_random.hpp>
 
 #include <algorithm>
-#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -30,69 +30,6 @@ namespace bench {
 namespace {
 
 constexpr std::uint64_t seed = 42;
-constexpr std::int64_t max_walked_n = 1'000'000'000;  // a whole epoch at 10^12 would take minutes
-
-template <class Sampler>
-std::int64_t consume_epoch(Sampler& sampler, std::int64_t n) {
-  std::int64_t sum = 0;
-  std::int64_t positions = 0;
-  for (const cs::LoadRequest& request : sampler.sample(n))
-    for (const auto batch : request.splits) {
-      positions += static_cast<std::int64_t>(batch.size());
-      for (const std::int64_t position : batch) sum += position;
-    }
-  benchmark::DoNotOptimize(sum);
-  return positions;
-}
-
-template <class Sampler>
-void consume_first_batch(Sampler& sampler, std::int64_t n) {
-  std::int64_t sum = 0;
-  auto requests = sampler.sample(n);
-  const cs::LoadRequest& request = *requests.begin();
-  for (const std::int64_t position : request.splits[0]) sum += position;
-  benchmark::DoNotOptimize(sum);
-}
-
-// A sampler from `make(n)`, or from `make()` when it does not depend on N.
-template <class Make>
-auto made(const Make& make, std::int64_t n) {
-  if constexpr (std::invocable<const Make&, std::int64_t>) return make(n);
-  else return make();
-}
-
-template <class Make>
-Workload workload(std::string name, Make make) {
-  return {
-      .name = std::move(name),
-      .max_epoch_n = max_walked_n,
-      .min_n = 0,
-      .max_n = cs::detail::max_size,
-      .epoch =
-          [make](std::int64_t n) {
-            auto sampler = made(make, n);
-            return consume_epoch(sampler, n);
-          },
-      .first_batch =
-          [make](std::int64_t n) {
-            auto sampler = made(make, n);
-            consume_first_batch(sampler, n);
-          },
-      .restore = [make](std::int64_t n) -> std::function<void()> {
-        auto sampler = made(make, n);
-        { auto played = sampler.sample(n); }  // the epoch the state describes is the one last played
-        // The checkpoint as a job keeps it: one line of text, parsed at the restart.
-        std::string text = sampler.state(sampler.n_batches(n) / 2).to_string();
-        return [make, n, text = std::move(text)] {
-          auto restarted = made(make, n);
-          restarted.restore(cs::SamplerState::parse(text));
-          consume_first_batch(restarted, n);
-        };
-      },
-      .prepare = {},
-      .peer = {},
-  };
-}
 
 cs::DistInfo rank0() { return {.rank = 0, .world_size = world_size}; }
 
@@ -176,7 +113,7 @@ cs::SamplerState halfway(Sampler& sampler, std::int64_t n, std::int64_t done_bef
 // once: the rows time what the samplers do with it.
 Workload masked_workload(std::string name, std::int64_t count, cs::ShardMode mode = cs::ShardMode::contiguous) {
   auto masks = std::make_shared<std::map<std::int64_t, cs::Ranges>>();
-  Workload w = workload(std::move(name), [count, mode, masks](std::int64_t n) {
+  Workload w = sampler_workload(std::move(name), [count, mode, masks](std::int64_t n) {
     auto made = masks->find(n);
     if (made == masks->end()) made = masks->try_emplace(n, half_in_ranges(n, count)).first;
     const cs::RandomOptions options{.chunk_size = chunk_size,
@@ -199,16 +136,19 @@ std::vector<Workload> chunksampler_workloads() {
   const cs::SequentialSampler sequential(
       {.chunk_size = chunk_size, .preload_nchunks = preload_nchunks, .batch_size = batch_size});
   return {
-      workload("chunksampler contiguous", [random] { return cs::DistributedSampler(random, rank0()); }),
-      workload("chunksampler global",
-               [random] { return cs::DistributedSampler(random, rank0(), {.mode = cs::ShardMode::global}); }),
-      workload("chunksampler sequential", [sequential] { return cs::DistributedSampler(sequential, rank0()); }),
+      sampler_workload("chunksampler contiguous", [random] { return cs::DistributedSampler(random, rank0()); }),
+      sampler_workload("chunksampler global",
+                       [random] { return cs::DistributedSampler(random, rank0(), {.mode = cs::ShardMode::global}); }),
+      sampler_workload("chunksampler sequential", [sequential] { return cs::DistributedSampler(sequential, rank0()); }),
       // A split of half the data: one range, and the same number of rows in 10^3 and 10^5 ranges
       // (each with a short head and tail chunk), so the rows compare what the ranges cost.
       masked_workload("contiguous: half in 1 range", 1),
       masked_workload("contiguous: half in 10^3 ranges", 1'000),
       masked_workload("contiguous: half in 10^5 ranges", 100'000),
+      masked_workload("contiguous: half in 10^6 ranges", 1'000'000),
+      masked_workload("global: half in 10^3 ranges", 1'000, cs::ShardMode::global),
       masked_workload("global: half in 10^5 ranges", 100'000, cs::ShardMode::global),
+      masked_workload("global: half in 10^6 ranges", 1'000'000, cs::ShardMode::global),
   };
 }
 
@@ -262,21 +202,16 @@ Workload floor_workload() {
           [](std::int64_t n) {
             const std::int64_t positions = rank_positions(n);
             std::vector<std::int64_t> buffer(static_cast<std::size_t>(request_size));
-            pcg32 engine(seed);
+            cs::detail::Engine engine(seed);
             std::int64_t sum = 0;
             for (std::int64_t done = 0; done < positions; done += request_size) {
               const auto size = static_cast<std::size_t>(std::min(request_size, positions - done));
-              std::iota(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(size), std::int64_t{0});
-              for (std::size_t i = size - 1; i > 0; --i) {
-                // Lemire's nearly divisionless draw from [0, i]
-                const auto bound = static_cast<std::uint32_t>(i + 1);
-                std::uint64_t m = std::uint64_t{engine()} * bound;
-                if (static_cast<std::uint32_t>(m) < bound) {
-                  const std::uint32_t threshold = static_cast<std::uint32_t>(-bound) % bound;
-                  while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t{engine()} * bound;
-                }
-                std::swap(buffer[i], buffer[static_cast<std::size_t>(m >> 32U)]);
-              }
+              const std::span<std::int64_t> request(buffer.data(), size);
+              std::iota(request.begin(), request.end(), std::int64_t{0});
+              // The library's own Fisher-Yates (pcg32, Lemire's bounded draws): the same machine
+              // code the samplers run, so that the ratio is their work beyond the shuffle and not
+              // the luck of two copies of one loop placed differently.
+              cs::detail::partial_shuffle(engine, request, size);
               for (std::size_t batch = 0; batch < size; batch += static_cast<std::size_t>(batch_size))
                 for (std::size_t i = batch; i < std::min(size, batch + static_cast<std::size_t>(batch_size)); ++i)
                   sum += buffer[i];

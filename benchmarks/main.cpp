@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,12 +36,16 @@
 #include <utility>
 #include <vector>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace {
 
 std::vector<bench::Workload> all_workloads() {
   std::vector<bench::Workload> workloads{bench::floor_workload()};
   for (bench::Workload& w : bench::chunksampler_workloads()) workloads.push_back(std::move(w));
+  for (bench::Workload& w : bench::class_workloads()) workloads.push_back(std::move(w));
   for (bench::Workload& w : bench::checkpoint_workloads()) workloads.push_back(std::move(w));
 #ifdef CHUNKSAMPLER_BENCH_LIBTORCH
   workloads.push_back(bench::libtorch_workload());
@@ -78,6 +83,14 @@ std::string size_name(std::int64_t n) {
   return rest == 1 && exponent >= 3 ? fmt::format("10^{}", exponent) : fmt::format("{}", n);
 }
 
+// Wall-clock seconds `f()` takes.
+template <class F>
+double seconds(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  std::forward<F>(f)();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // kB fields of /proc/self/status: VmRSS (resident now) and VmHWM (the peak).
 std::int64_t status_kb(std::string_view field) {
   std::ifstream status("/proc/self/status");
@@ -90,6 +103,14 @@ std::int64_t status_kb(std::string_view field) {
 // In a fresh process: the peak resident memory one workload adds to the process, in bytes.
 int probe(const bench::Workload& w, std::int64_t n) {
   if (w.prepare) w.prepare(n);
+  // The peak so far is the preparation's (a class sampler's table of runs is built from a larger
+  // one): give what it freed back to the system, so that the workload cannot reuse it unseen, and
+  // reset the peak (Linux 4.0 on), so that VmHWM is the workload's own. Where it cannot be reset,
+  // the peak counts the preparation too.
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+  std::ofstream("/proc/self/clear_refs") << "5";
   const std::int64_t empty = status_kb("VmRSS");
   if (n <= w.max_epoch_n) {
     w.epoch(n);
@@ -124,8 +145,17 @@ struct Key {
 
 // Every repetition's time per iteration; the table shows their median.
 struct Measured {
-  std::vector<double> ms;  // real time per iteration
-  double positions = 0;    // epoch: positions per iteration
+  std::vector<double> ms;      // real time per iteration
+  std::vector<double> ratios;  // epoch: each repetition's ns per position over the floor's, run beside it
+  double positions = 0;        // epoch: positions per iteration
+
+  [[nodiscard]] std::optional<double> median_ratio() const {
+    if (ratios.empty()) return std::nullopt;
+    std::vector<double> sorted = ratios;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t mid = sorted.size() / 2;
+    return sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  }
 
   [[nodiscard]] double median_ns() const {
     std::vector<double> sorted = ms;
@@ -149,7 +179,14 @@ class Collector : public benchmark::ConsoleReporter {
       if (key == keys_.end()) continue;
       Measured& m = results_[key->second];
       m.ms.push_back(run.GetAdjustedRealTime());
-      if (const auto p = run.counters.find("positions"); p != run.counters.end()) m.positions = p->second.value;
+      const auto counter = [&run](const char* name) -> std::optional<double> {
+        const auto c = run.counters.find(name);
+        return c == run.counters.end() ? std::nullopt : std::optional(c->second.value);
+      };
+      if (const auto p = counter("positions")) m.positions = *p;
+      const auto floor_ns = counter("floor_ns_per_position");
+      if (floor_ns && *floor_ns > 0 && m.positions > 0)
+        m.ratios.push_back(run.GetAdjustedRealTime() * 1e6 / m.positions / *floor_ns);
     }
   }
 
@@ -241,6 +278,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Key> keys;
   const auto add = [&](std::string what, std::size_t w, std::int64_t n, auto body) {
     const std::string name = fmt::format("{}/{}/{}", what, workloads[w].name, size_name(n));
+    const bool manual = what == "epoch";
     keys.emplace(name, Key{std::move(what), w, n});
     // A failure (say, memory a peer cannot have) leaves a hole in the table, not a dead run.
     const auto guarded = [body](benchmark::State& state) {
@@ -251,7 +289,9 @@ int main(int argc, char** argv) {
       }
     };
     benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), guarded);
-    b->Unit(benchmark::kMillisecond)->UseRealTime();
+    b->Unit(benchmark::kMillisecond);
+    if (manual) b->UseManualTime();  // the workload's epochs alone, not the floor's beside them
+    else b->UseRealTime();
     // Our 2-core machines are noisy: the median of 5 repetitions, of 15 where an epoch takes
     // milliseconds (its cost varies most: 11% to 21% between repetitions at 10^6), and of one
     // where it takes libtorch seconds.
@@ -265,12 +305,27 @@ int main(int argc, char** argv) {
       const bench::Workload& work = workloads[w];
       if (n < work.min_n || n > work.max_n) continue;
       if (n <= work.max_epoch_n)
-        add("epoch", w, n, [&work, n](benchmark::State& state) {
-          if (work.prepare) work.prepare(n);
-          std::int64_t positions = 0;
-          for (auto _ : state) positions = work.epoch(n);
-          state.counters["positions"] = static_cast<double>(positions);
-        });
+        add("epoch", w, n,
+            [&work, &floor = workloads[0], paired = w != 0 && n <= workloads[0].max_n, n](benchmark::State& state) {
+              if (work.prepare) work.prepare(n);
+              std::int64_t positions = 0;
+              std::int64_t floor_positions = 0;
+              double floor_seconds = 0;
+              std::int64_t epochs = 0;
+              // Each epoch beside one of the floor, in turn first and second, so that both see the
+              // machine of the same moment: each repetition's ratio is one pair's, and the table shows
+              // their median.
+              for (auto _ : state) {
+                const bool floor_first = epochs++ % 2 == 0;
+                if (paired && floor_first) floor_seconds += seconds([&] { floor_positions = floor.epoch(n); });
+                state.SetIterationTime(seconds([&] { positions = work.epoch(n); }));
+                if (paired && !floor_first) floor_seconds += seconds([&] { floor_positions = floor.epoch(n); });
+              }
+              state.counters["positions"] = static_cast<double>(positions);
+              if (paired && floor_positions > 0)
+                state.counters["floor_ns_per_position"] =
+                    floor_seconds * 1e9 / static_cast<double>(epochs) / static_cast<double>(floor_positions);
+            });
       if (work.first_batch)
         add("first", w, n, [&work, n](benchmark::State& state) {
           if (work.prepare) work.prepare(n);
@@ -321,6 +376,14 @@ int main(int argc, char** argv) {
     if (m == nullptr || m->positions <= 0) return std::nullopt;
     return m->median_ns() / m->positions;
   };
+  // Over the floor: the median of the pairs' ratios, where the epochs ran beside the floor's.
+  const auto over_floor = [&](std::size_t w, std::int64_t n) -> std::optional<double> {
+    const Measured* m = find("epoch", w, n);
+    if (m != nullptr && m->median_ratio()) return m->median_ratio();
+    const std::optional<double> ns = per_position(w, n);
+    const std::optional<double> floor = per_position(0, n);
+    return ns && floor ? std::optional(*ns / *floor) : std::nullopt;
+  };
   const auto libtorch = std::find_if(workloads.begin(), workloads.end(),
                                      [](const bench::Workload& w) { return w.name.starts_with("libtorch"); });
   const auto libtorch_index = static_cast<std::size_t>(libtorch - workloads.begin());
@@ -348,16 +411,15 @@ int main(int argc, char** argv) {
       const auto mem = memory.find({"memory", w, n});
       if (!ns && first == nullptr && restore == nullptr) continue;
       json_rows.push_back(fmt::format(
-          R"({{"sampler": "{}", "n": {}, "ns_per_position": {}, "floor_ns_per_position": {}, "first_batch_ns": {}, )"
-          R"("restore_ns": {}, "peak_memory_bytes": {}}})",
-          workloads[w].name, n, json_number(ns), json_number(floor),
+          R"({{"sampler": "{}", "n": {}, "ns_per_position": {}, "floor_ns_per_position": {}, "floor_ratio": {}, )"
+          R"("first_batch_ns": {}, "restore_ns": {}, "peak_memory_bytes": {}}})",
+          workloads[w].name, n, json_number(ns), json_number(floor), json_number(over_floor(w, n)),
           json_number(first ? std::optional(first->median_ns()) : std::nullopt),
           json_number(restore ? std::optional(restore->median_ns()) : std::nullopt),
           json_number(mem == memory.end() ? std::nullopt : std::optional(static_cast<double>(mem->second)))));
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} |\n", workloads[w].name, size_name(n),
                  cell(ns, [](double v) { return fmt::format("{:.2f}", v); }),
-                 cell(ns && floor ? std::optional(*ns / *floor) : std::nullopt,
-                      [](double v) { return fmt::format("{:.2f}", v); }),
+                 cell(over_floor(w, n), [](double v) { return fmt::format("{:.2f}", v); }),
                  cell(ns && peer ? std::optional(*ns / *peer) : std::nullopt,
                       [](double v) { return fmt::format("{:.4f}", v); }),
                  first ? duration(first->median_ns()) : "–", restore ? duration(restore->median_ns()) : "–",

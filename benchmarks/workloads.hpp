@@ -48,8 +48,13 @@ struct Workload {
 /// draws, Fisher-Yates), each batch summed, with nothing else.
 [[nodiscard]] Workload floor_workload();
 /// DistributedSampler(RandomSampler) in both shard modes, DistributedSampler(SequentialSampler), and
-/// DistributedSampler(RandomSampler) over half of N in 1, 10^3 and 10^5 ranges.
+/// DistributedSampler(RandomSampler) over half of N in 1, 10^3, 10^5 and 10^6 ranges (both modes
+/// from 10^3 ranges on).
 [[nodiscard]] std::vector<Workload> chunksampler_workloads();
+/// Rank 0 of DistributedSampler, in both shard modes, around ClassSampler, WeightedClassSampler
+/// (independent and stratified) over classes in runs of chunk_size rows (10, 10^3 and 10^5
+/// classes, and 10^3 of Zipf-distributed sizes), and MixtureSampler over three datasets.
+[[nodiscard]] std::vector<Workload> class_workloads();
 /// The restart of a job from a checkpoint file in the middle of an epoch (load_state, sample, the
 /// first batch): RandomSampler on 1 rank, DistributedSampler(RandomSampler) in contiguous mode,
 /// and in global mode restarted from 8 ranks on 6, with the 8 ranks' state and with the 6 ranks'.

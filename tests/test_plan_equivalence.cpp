@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The hot path's shortcuts give the plan they replace: a request filled for a reader of its first
-// positions only (`ChunkPlan::fill(k, out, needed)`, which stops the shuffle there) holds the same
-// chunks and the same first positions as the whole request; and an `Epoch` that uses it yields
-// exactly what one that fills every request whole yields, for any runs, workers and skip.
+// positions only (`fill(k, out, needed)` of ChunkPlan and WeightedClassPlan, which stop the
+// shuffle there) holds the same chunks and the same first positions as the whole request; an
+// `Epoch` that uses it yields exactly what one that fills every request whole yields, for any
+// runs, workers and skip; and a class chunk's start found from its window alone (a window of one
+// run) is the one the class's prefix sums give.
 
+#include "class_support.hpp"
 #include "support.hpp"
 
 #include <chunksampler.hpp>
@@ -98,6 +101,104 @@ TEST_CASE("Epoch: stopping each request's shuffle after its share yields what wh
     CAPTURE(skip);
     REQUIRE(support::collect(cs::Epoch<ChunkPlan>(plan, runs, worker, skip, {})) ==
             support::collect(cs::Epoch<WholeRequests>(WholeRequests(plan), runs, worker, skip, {})));
+  }
+}
+
+TEST_CASE(
+    "WeightedClassPlan: a request filled for its first positions holds the whole request's chunks and those positions",
+    "[plan_equivalence]") {
+  ConfigRng g(20261132U);
+  for (int trial = 0; trial < 300; ++trial) {
+    const support::classes::ClassConfig c = support::classes::random_config(g);
+    const cs::Composition composition = g.coin() ? cs::Composition::stratified : cs::Composition::independent;
+    const cs::WeightedClassSampler sampler(c.codes, cs::weighted_options_of(c.options, composition));
+    const auto plan = sampler.plan(c.n_obs(), static_cast<std::uint64_t>(g.between(0, 2)));
+    CAPTURE(trial, c.describe(), composition == cs::Composition::stratified);
+    cs::RequestBuffers whole;
+    cs::RequestBuffers part;
+    for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
+      plan.fill(k, whole);
+      const auto size = static_cast<std::int64_t>(whole.positions.size());
+      for (const std::int64_t needed : {std::int64_t{0}, std::int64_t{1}, g.between(0, size), size - 1, size}) {
+        CAPTURE(k, needed, size);
+        plan.fill(k, part, needed);
+        REQUIRE(part.chunks == whole.chunks);
+        REQUIRE(part.positions.size() == whole.positions.size());
+        const auto prefix = static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(needed, 0, size));
+        REQUIRE(std::equal(part.positions.begin(), part.positions.begin() + prefix, whole.positions.begin()));
+      }
+    }
+  }
+}
+
+// A chunk's start as the class's prefix sums give it: start number `prefix[lo] + skipped + draw`
+// of the class, in the run that holds it (what ClassDraws::chunk_of computed for every window).
+cs::Slice start_from_prefix(const cs::detail::ClassRuns& c, const cs::detail::ClassWindow& w, std::int64_t draw,
+                            std::int64_t length) {
+  const std::int64_t target = c.prefix[w.lo] + w.skipped + draw;
+  std::size_t r = w.lo;
+  while (r + 1 < w.hi && c.prefix[r + 1] <= target) ++r;
+  const std::int64_t start = c.runs[r].start + (target - c.prefix[r]);
+  return {start, start + length};
+}
+
+TEST_CASE("ClassDraws: a chunk's start from its window is the one the class's runs give, one run or many",
+          "[plan_equivalence]") {
+  ConfigRng g(20261133U);
+  for (int trial = 0; trial < 300; ++trial) {
+    // Classes of random runs (some of one run, some of many) over random rows, clipped to a
+    // random range or to a few ranges.
+    const std::int64_t chunk = g.between(1, 9);
+    auto table = std::make_shared<cs::detail::ClassTable>();
+    table->chunk_size = chunk;
+    std::int64_t row = 0;
+    const auto n_classes = static_cast<std::int32_t>(g.between(1, 12));
+    std::vector<std::vector<cs::Slice>> runs(static_cast<std::size_t>(n_classes));
+    for (std::int64_t r = g.between(1, 40); r > 0; --r) {
+      row += g.between(0, 3);
+      const cs::Slice run{row, row + chunk + g.between(0, 3 * chunk)};
+      runs[static_cast<std::size_t>(g.between(0, n_classes - 1))].push_back(run);
+      row = run.stop;
+    }
+    for (std::int32_t code = 0; code < n_classes; ++code) {
+      if (runs[static_cast<std::size_t>(code)].empty()) continue;
+      cs::detail::ClassRuns c{.code = code, .weight = static_cast<double>(g.between(1, 5)), .runs = {}, .prefix = {0}};
+      for (const cs::Slice& run : runs[static_cast<std::size_t>(code)]) {
+        c.runs.push_back(run);
+        c.prefix.push_back(c.prefix.back() + run.size() - chunk + 1);
+      }
+      table->classes.push_back(std::move(c));
+    }
+    std::vector<cs::Slice> ranges;
+    if (g.coin()) {
+      ranges.push_back(g.sub_range(row));
+    } else {
+      for (std::int64_t at = g.between(0, 5); at < row;) {
+        const std::int64_t stop = std::min(row, at + g.between(1, 4 * chunk));
+        ranges.push_back({at, stop});
+        at = stop + g.between(1, 2 * chunk);
+      }
+      if (ranges.empty()) ranges.push_back({0, row});
+    }
+    const cs::detail::ClassScope scope = cs::detail::class_scope(table, ranges);
+    CAPTURE(trial, chunk, ranges.size());
+    if (scope.empty()) continue;
+    const std::int64_t used = g.between(1, 1000);
+    const cs::detail::ClassLayout layout{
+        .chunk_size = chunk, .preload_nchunks = 4, .batch_size = chunk, .used_obs = used};
+    const std::uint64_t key = g.next();
+    const cs::detail::ClassDraws draws(scope, layout, key);
+    for (std::size_t window = 0; window < draws.windows().size(); ++window) {
+      const cs::detail::ClassWindow& w = draws.windows()[window];
+      const cs::detail::ClassRuns& c = (*scope.classes)[w.index];
+      for (std::int64_t i = 0; i < support::ceil_div(used, chunk); i += 1 + g.between(0, 3)) {
+        CAPTURE(window, i, w.lo, w.hi, w.skipped, w.starts);
+        // The draw chunk_of makes: its engine keyed by the chunk's index.
+        cs::detail::Engine engine = cs::detail::make_engine(key, static_cast<std::uint64_t>(i));
+        const auto draw = static_cast<std::int64_t>(cs::detail::bounded(engine, static_cast<std::uint64_t>(w.starts)));
+        REQUIRE(draws.chunk_of(i, window) == start_from_prefix(c, w, draw, std::min(chunk, used - i * chunk)));
+      }
+    }
   }
 }
 

@@ -48,20 +48,56 @@ class _Progress:
     """How far the consumer of one ``sample()`` iterator has got into the request it took last:
     ``request`` is the ``id`` of that request's splits (not the list, which points here: no
     reference cycle per request), ``size`` their number, and ``taken`` how many of them the
-    consumer has taken (None until it first iterates or indexes them)."""
+    consumer has taken (None until it first iterates or indexes them).
 
-    __slots__ = ("request", "size", "taken")
+    Iterating the splits is the list's own iterator, kept here: how far it has got is read from it
+    when ``taken`` is asked for (``size - __length_hint__()``), so taking a split costs no Python
+    call. ``taken`` is where the latest iteration stands once it has yielded a split (until then,
+    what was taken before it began), or after an index, the larger of that and the index + 1,
+    until that iteration moves on."""
+
+    __slots__ = ("request", "size", "_iterator", "_before", "_indexed", "_indexed_at", "_indexed_iterator")
 
     def __init__(self) -> None:
-        self.request = 0
-        self.size = 0
-        self.taken: int | None = None
+        self.begin(0, 0)
+
+    def begin(self, request: int, size: int) -> None:
+        """A new request's splits: nothing of them taken yet."""
+        self.request, self.size = request, size
+        self._iterator: Iterator[np.ndarray] | None = None
+        self._before: int | None = None
+        self._indexed: int | None = None
+        self._indexed_at: int | None = None
+        self._indexed_iterator: Iterator[np.ndarray] | None = None
+
+    def _position(self) -> int | None:
+        iterator = self._iterator
+        return None if iterator is None else self.size - iterator.__length_hint__()  # type: ignore[attr-defined]
+
+    @property
+    def taken(self) -> int | None:
+        position = self._position()
+        if self._indexed is not None and self._indexed_iterator is self._iterator and self._indexed_at == position:
+            return self._indexed
+        return position if position else self._before
+
+    def iterating(self, iterator: Iterator[np.ndarray]) -> None:
+        """The consumer began to iterate the splits (again)."""
+        self._before = self.taken
+        self._iterator = iterator
+
+    def indexed(self, taken: int) -> None:
+        """The consumer took split ``taken - 1`` by index."""
+        self._indexed = max(self.taken or 0, taken)
+        self._indexed_at = self._position()
+        self._indexed_iterator = self._iterator
 
     @property
     def untaken(self) -> int:
         """Batches of the last request the consumer has not taken yet: none until it begins on
         them (a consumer that never iterates nor indexes the splits counts whole requests)."""
-        return 0 if self.taken is None else self.size - self.taken
+        taken = self.taken
+        return 0 if taken is None else self.size - taken
 
 
 class _Splits(list):  # type: ignore[type-arg]
@@ -72,18 +108,17 @@ class _Splits(list):  # type: ignore[type-arg]
     __slots__ = ("_progress",)
 
     def __iter__(self) -> Iterator[np.ndarray]:
+        iterator = list.__iter__(self)
         progress = self._progress
-        for taken, split in enumerate(list.__iter__(self), 1):
-            if progress.request == id(self):
-                progress.taken = taken
-            yield split
+        if progress.request == id(self):
+            progress.iterating(iterator)
+        return iterator
 
     def __getitem__(self, key: Any) -> Any:
         item = list.__getitem__(self, key)
         progress = self._progress
         if isinstance(key, int) and progress.request == id(self):
-            taken = (key if key >= 0 else key + len(self)) + 1
-            progress.taken = max(progress.taken or 0, taken)
+            progress.indexed((key if key >= 0 else key + len(self)) + 1)
         return item
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -107,8 +142,7 @@ class _Requests:
         request = next(self._inner)
         splits = _Splits(request["splits"])
         splits._progress = self._progress
-        progress = self._progress
-        progress.request, progress.size, progress.taken = id(splits), len(splits), None
+        self._progress.begin(id(splits), len(splits))
         request["splits"] = splits
         return request
 

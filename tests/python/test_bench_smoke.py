@@ -31,3 +31,16 @@ def test_bench_grain_smoke_checks_and_exits_0():
     result = subprocess.run([sys.executable, str(GRAIN_SCRIPT), "--smoke"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ChunkDataset rows/s" in result.stdout
+
+
+CLASS_SCRIPT = SCRIPT.parent / "bench_class.py"
+
+
+def test_bench_class_smoke_agrees_and_exits_0():
+    # --smoke: 10^5 rows, every layout, annbatch's ClassSampler and WeightedClassSampler beside ours
+    # (about 15 s); it exits 1 when an epoch of either holds other than N positions.
+    pytest.importorskip("annbatch")
+    pytest.importorskip("pandas")
+    result = subprocess.run([sys.executable, str(CLASS_SCRIPT), "--smoke"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("| ClassSampler |") == 4 and result.stdout.count("| WeightedClassSampler |") == 4

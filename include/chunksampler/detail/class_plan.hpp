@@ -8,6 +8,7 @@
 #include <chunksampler/slice.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,9 @@ struct ClassWindow {
   std::int64_t skipped = 0;
   std::int64_t starts = 0;
   double cumulative = 0;  ///< the weights of this class and those before it in the window list
+  /// When the window is one run (`hi == lo + 1`): the row of its first start in the range, so
+  /// that a chunk's start is found without reading the class's runs.
+  std::int64_t first_start = 0;
 };
 
 /// The classes that hold at least one whole chunk inside `range`, with their starts there and
@@ -75,12 +79,14 @@ struct ClassWindow {
     const std::int64_t in_lo = c.prefix[lo + 1] - c.prefix[lo];
     // Separate statements: the sum must round alike on every platform.
     cumulative = cumulative + c.weight;
+    const std::int64_t skipped = std::min(std::max<std::int64_t>(range.start - c.runs[lo].start, 0), in_lo);
     windows.push_back({.index = index,
                        .lo = lo,
                        .hi = hi,
-                       .skipped = std::min(std::max<std::int64_t>(range.start - c.runs[lo].start, 0), in_lo),
+                       .skipped = skipped,
                        .starts = starts,
-                       .cumulative = cumulative});
+                       .cumulative = cumulative,
+                       .first_start = c.runs[lo].start + skipped});
   }
   return windows;
 }
@@ -120,10 +126,27 @@ struct ClassWindow {
   return clipped;
 }
 
-/// The classes a plan draws from and the windows over them.
+/// The windows of a scope, and their cumulative weights on their own, which a class draw
+/// searches (8 bytes an entry where a window has 48: fewer cache lines at 10^5 classes).
+struct ClassWindows {
+  std::vector<ClassWindow> list;
+  std::vector<double> cumulative;
+
+  explicit ClassWindows(std::vector<ClassWindow> windows) : list(std::move(windows)) {
+    cumulative.reserve(list.size());
+    for (const ClassWindow& w : list) cumulative.push_back(w.cumulative);
+  }
+};
+
+/// The classes a plan draws from and the windows over them, both shared by every copy of the
+/// sampler and every plan it makes (O(classes) each: copied per epoch, they cost more than the
+/// epoch's draws at 10^5 classes).
 struct ClassScope {
   std::shared_ptr<const std::vector<ClassRuns>> classes;
-  std::vector<ClassWindow> windows;
+  std::shared_ptr<const ClassWindows> windows;
+
+  /// Whether the ranges hold no chunk of a sampled class.
+  [[nodiscard]] bool empty() const noexcept { return !windows || windows->list.empty(); }
 };
 
 /// The scope of the union of `ranges` (closed, sorted, disjoint, at least one). One range keeps
@@ -135,11 +158,12 @@ struct ClassScope {
                                             std::span<const Slice> ranges) {
   if (ranges.size() == 1)
     return {.classes = std::shared_ptr<const std::vector<ClassRuns>>(table, &table->classes),
-            .windows = class_windows(table->classes, table->chunk_size, ranges.front())};
+            .windows =
+                std::make_shared<const ClassWindows>(class_windows(table->classes, table->chunk_size, ranges.front()))};
   auto clipped = std::make_shared<const std::vector<ClassRuns>>(clip_classes(*table, ranges));
   // Every piece lies inside the hull of the ranges: the windows over it take each class whole.
-  std::vector<ClassWindow> windows =
-      class_windows(*clipped, table->chunk_size, {ranges.front().start, ranges.back().stop});
+  auto windows = std::make_shared<const ClassWindows>(
+      class_windows(*clipped, table->chunk_size, {ranges.front().start, ranges.back().stop}));
   return {.classes = std::move(clipped), .windows = std::move(windows)};
 }
 
@@ -162,11 +186,11 @@ class ClassDraws {
         chunk_start_key_(chunk_start_key) {}
 
   /// The classes the sampled ranges hold, with their starts and cumulative weights.
-  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_; }
+  [[nodiscard]] std::span<const ClassWindow> windows() const noexcept { return windows_->list; }
   [[nodiscard]] const ClassLayout& layout() const noexcept { return layout_; }
   /// The weight of the class `windows()[window]`, as given.
   [[nodiscard]] double weight_of(std::size_t window) const noexcept {
-    return (*classes_)[windows_[window].index].weight;
+    return (*classes_)[windows_->list[window].index].weight;
   }
 
   /// The class (an index into `windows()`) that draw `index` under `key` picks: class `c` with
@@ -178,32 +202,46 @@ class ClassDraws {
     const std::uint64_t low = engine() >> 6U;   // 26 bits
     const double unit = static_cast<double>((high << 26U) | low) * 0x1p-53;
     // One product, apart from any sum, so no platform fuses it differently.
-    const double target = unit * windows_.back().cumulative;
-    const auto it = std::ranges::upper_bound(windows_, target, {}, &ClassWindow::cumulative);
+    const std::span<const double> cumulative = windows_->cumulative;
+    const double target = unit * cumulative.back();
+    const auto it = std::ranges::upper_bound(cumulative, target);
     // `target` may round up to the total itself: it then belongs to the last class.
-    return it == windows_.end() ? windows_.size() - 1 : static_cast<std::size_t>(it - windows_.begin());
+    return it == cumulative.end() ? cumulative.size() - 1 : static_cast<std::size_t>(it - cumulative.begin());
   }
 
   /// Chunk `i` of the epoch, of the class `windows()[window]`: a uniform valid start of the
   /// class in the sampled ranges, the chunk cut to the epoch's remainder when it is the last.
   [[nodiscard]] Slice chunk_of(std::int64_t i, std::size_t window) const noexcept {
-    const ClassWindow& w = windows_[window];
-    const ClassRuns& c = (*classes_)[w.index];
+    const ClassWindow& w = windows_->list[window];
     Engine engine = make_engine(chunk_start_key_, static_cast<std::uint64_t>(i));
-    const std::int64_t target =
-        c.prefix[w.lo] + w.skipped + static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
-    // The run holding start number `target`: the last r in [lo, hi) with prefix[r] <= target.
-    const auto from = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.lo) + 1;
-    const auto to = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.hi) + 1;
-    const auto r = static_cast<std::size_t>(std::upper_bound(from, to, target) - c.prefix.begin()) - 1;
-    const std::int64_t start = c.runs[r].start + (target - c.prefix[r]);
+    const auto draw = static_cast<std::int64_t>(bounded(engine, static_cast<std::uint64_t>(w.starts)));
+    std::int64_t start = w.first_start + draw;
+    if (w.hi > w.lo + 1) {
+      const ClassRuns& c = (*classes_)[w.index];
+      const std::int64_t target = c.prefix[w.lo] + w.skipped + draw;
+      // The run holding start number `target`: the last r in [lo, hi) with prefix[r] <= target.
+      const auto from = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.lo) + 1;
+      const auto to = c.prefix.begin() + static_cast<std::ptrdiff_t>(w.hi) + 1;
+      const auto r = static_cast<std::size_t>(std::upper_bound(from, to, target) - c.prefix.begin()) - 1;
+      start = c.runs[r].start + (target - c.prefix[r]);
+    }
     const std::int64_t length = std::min(layout_.chunk_size, layout_.used_obs - i * layout_.chunk_size);
     return {start, start + length};
   }
 
+  /// Asks the processor to fetch the window `window` soon (for `chunk_of`): a request's chunks
+  /// draw classes at random among up to 10^5 windows, so each would otherwise wait on memory.
+  void prefetch(std::size_t window) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&windows_->list[window]);
+#else
+    (void)window;
+#endif
+  }
+
  private:
   std::shared_ptr<const std::vector<ClassRuns>> classes_;
-  std::vector<ClassWindow> windows_;
+  std::shared_ptr<const ClassWindows> windows_;
   ClassLayout layout_;
   std::uint64_t chunk_start_key_;
 };
@@ -251,13 +289,23 @@ class ClassPlan : public RequestGrid<ClassPlan> {
     out.chunks.resize(static_cast<std::size_t>(n));
     std::int64_t group = -1;
     std::size_t window = 0;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const std::int64_t i = first + j;
-      if (i / group_chunks_ != group) {
-        group = i / group_chunks_;
-        window = draws_.draw_class(keys_.group_class, group);
+    // A few chunks' classes first, their windows fetched together, then their starts.
+    constexpr std::int64_t at_once = 16;
+    std::array<std::size_t, at_once> windows{};
+    for (std::int64_t from = 0; from < n; from += at_once) {
+      const std::int64_t m = std::min(at_once, n - from);
+      for (std::int64_t j = 0; j < m; ++j) {
+        const std::int64_t i = first + from + j;
+        if (i / group_chunks_ != group) {
+          group = i / group_chunks_;
+          window = draws_.draw_class(keys_.group_class, group);
+          draws_.prefetch(window);
+        }
+        windows[static_cast<std::size_t>(j)] = window;
       }
-      out.chunks[static_cast<std::size_t>(j)] = draws_.chunk_of(i, window);
+      for (std::int64_t j = 0; j < m; ++j)
+        out.chunks[static_cast<std::size_t>(from + j)] =
+            draws_.chunk_of(first + from + j, windows[static_cast<std::size_t>(j)]);
     }
     const std::int64_t rows = std::min(request_obs(), l.used_obs - k * request_obs());
     out.positions.resize(static_cast<std::size_t>(rows));

@@ -30,6 +30,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,21 +74,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
   /// A hash of every setting that shapes an epoch (the options, the weights' bits, the budget
   /// and the runs of the codes); states carry it.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept {
-    std::uint64_t h = fingerprint_seed(Derived::name);
-    const std::int64_t fields[] = {config_.chunk_size,
-                                   config_.preload_nchunks,
-                                   config_.batch_size,
-                                   config_.drop_last ? 1 : 0,
-                                   config_.mask ? 1 : 0,
-                                   config_.mask ? static_cast<std::int64_t>(config_.mask->hash()) : 0,
-                                   *config_.num_samples,
-                                   budget_.value_or(-1),
-                                   n_classes_,
-                                   n_obs_,
-                                   static_cast<std::int64_t>(config_.class_weights.size())};
-    for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
-    for (const double w : config_.class_weights) h = derive(h, std::bit_cast<std::uint64_t>(w));
-    return derive(h, runs_hash_);
+    return fingerprinted_ ? fingerprint_ : computed_fingerprint();
   }
 
   /// Throws `ConfigError` if an epoch over `n_obs` observations cannot be served:
@@ -121,7 +108,8 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     copy.config_.mask = shard.mask;
     copy.budget_ = shard.budget;
     copy.rng_ = rng_.spawn(shard.stream);
-    copy.scope_ = copy.scope_of_mask();
+    copy.scope_ = shard_scopes_->find_or_make(shard.mask, [&copy] { return copy.scope_of_mask(); });
+    copy.fingerprinted_ = false;  // its mask and budget differ: computed when asked for
     return copy;
   }
 
@@ -137,6 +125,8 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     // The mask over the codes, refused now if it does not fit them or holds no chunk.
     scope_ = scope_of_mask();
     (void)checked_scope(n_obs_);
+    fingerprint_ = computed_fingerprint();
+    fingerprinted_ = true;
   }
 
   /// Checks `config`, then `runs` (from `runs()` of a sampler of the same `chunk_size` and
@@ -149,6 +139,8 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     adopt(runs);
     scope_ = scope_of_mask();
     (void)checked_scope(n_obs_);
+    fingerprint_ = computed_fingerprint();
+    fingerprinted_ = true;
   }
 
   using SamplerBase<Derived, Plan>::rng_;
@@ -160,7 +152,7 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
       throw_config("{}: the class codes' length ({}) does not match loader n_obs ({}): the codes describe exactly the "
                    "loader's observations",
                    Derived::name, n_obs_, n_obs);
-    if (scope_.windows.empty()) refuse_mask();
+    if (scope_.empty()) refuse_mask();
     return scope_;
   }
 
@@ -175,6 +167,25 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
 
  private:
   [[nodiscard]] const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+
+  // O(classes): one hash step a class weight.
+  [[nodiscard]] std::uint64_t computed_fingerprint() const noexcept {
+    std::uint64_t h = fingerprint_seed(Derived::name);
+    const std::int64_t fields[] = {config_.chunk_size,
+                                   config_.preload_nchunks,
+                                   config_.batch_size,
+                                   config_.drop_last ? 1 : 0,
+                                   config_.mask ? 1 : 0,
+                                   config_.mask ? static_cast<std::int64_t>(config_.mask->hash()) : 0,
+                                   *config_.num_samples,
+                                   budget_.value_or(-1),
+                                   n_classes_,
+                                   n_obs_,
+                                   static_cast<std::int64_t>(config_.class_weights.size())};
+    for (const std::int64_t f : fields) h = derive(h, static_cast<std::uint64_t>(f));
+    for (const double w : config_.class_weights) h = derive(h, std::bit_cast<std::uint64_t>(w));
+    return derive(h, runs_hash_);
+  }
 
   void check_config() const {
     const ClassOptions& o = config_;
@@ -343,6 +354,31 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
         Derived::name, ranges.size(), range_text(ranges[0]), config_.chunk_size);
   }
 
+  // The scopes of the last few shards' masks, shared by this sampler's copies: a
+  // DistributedSampler asks for its rank's shard at every epoch, and the scope takes
+  // O(classes * log(runs)) to make, more than the epoch's draws at 10^5 classes.
+  class ShardScopes {
+   public:
+    template <class Make>
+    [[nodiscard]] ClassScope find_or_make(const Ranges& mask, const Make& make) {
+      {
+        const std::scoped_lock lock(mutex_);
+        for (const auto& [kept, scope] : kept_)
+          if (kept == mask) return scope;
+      }
+      ClassScope scope = make();  // outside the lock: another thread may make the same, which is harmless
+      const std::scoped_lock lock(mutex_);
+      if (kept_.size() == capacity) kept_.erase(kept_.begin());
+      kept_.emplace_back(mask, scope);
+      return scope;
+    }
+
+   private:
+    static constexpr std::size_t capacity = 8;  // a process's ranks or workers over one sampler
+    std::mutex mutex_;
+    std::vector<std::pair<Ranges, ClassScope>> kept_;
+  };
+
   ClassOptions config_;
   std::optional<std::int64_t> budget_;  // set by with_shard: replaces num_samples
   std::int64_t n_obs_ = 0;
@@ -350,6 +386,11 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
   std::uint64_t runs_hash_ = 0;
   std::shared_ptr<const ClassTable> table_;
   ClassScope scope_;  // what the mask's ranges hold of table_
+  std::shared_ptr<ShardScopes> shard_scopes_ = std::make_shared<ShardScopes>();
+  // The fingerprint, hashed once: every epoch's state carries it, and at 10^5 class weights it
+  // costs more than the epoch's draws. Empty in a shard's copy, which computes it when asked.
+  std::uint64_t fingerprint_ = 0;
+  bool fingerprinted_ = false;
 };
 
 }  // namespace chunksampler::detail

@@ -10,8 +10,10 @@
 #include <chunksampler/plan.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <span>
@@ -68,7 +70,10 @@ class WeightedClassPlan : public RequestGrid<WeightedClassPlan> {
 
   /// Request `k`: chunks `[k * preload_nchunks, ...)` of the epoch, and all its rows in one
   /// random order, cut into batches.
-  void fill(std::int64_t k, RequestBuffers& out) const {
+  void fill(std::int64_t k, RequestBuffers& out) const { fill(k, out, std::numeric_limits<std::int64_t>::max()); }
+  /// `fill(k, out)` for a reader of its first `needed` positions only: those are the same, and
+  /// the rows' shuffle stops after them (`EpochPlan`'s requirement 5).
+  void fill(std::int64_t k, RequestBuffers& out, std::int64_t needed) const {
     const ClassLayout& l = layout();
     const std::int64_t first = k * l.preload_nchunks;
     const auto n = static_cast<std::size_t>(std::min(l.preload_nchunks, n_chunks_ - first));
@@ -81,19 +86,29 @@ class WeightedClassPlan : public RequestGrid<WeightedClassPlan> {
       mix_->classes_of(k, classes);
       Engine order = make_engine(keys_.chunk_order, static_cast<std::uint64_t>(k));
       partial_shuffle(order, classes, n);
+      for (const std::int64_t c : classes) draws_.prefetch(static_cast<std::size_t>(c));
       for (std::size_t j = 0; j < n; ++j)
         out.chunks[j] = draws_.chunk_of(first + static_cast<std::int64_t>(j), static_cast<std::size_t>(classes[j]));
     } else {
-      for (std::size_t j = 0; j < n; ++j) {
-        const std::int64_t i = first + static_cast<std::int64_t>(j);
-        out.chunks[j] = draws_.chunk_of(i, draws_.draw_class(keys_.chunk_class, i));
+      // A few chunks' classes first, their windows fetched together, then their starts.
+      constexpr std::size_t at_once = 16;
+      std::array<std::size_t, at_once> windows{};
+      for (std::size_t from = 0; from < n; from += at_once) {
+        const std::size_t m = std::min(at_once, n - from);
+        for (std::size_t j = 0; j < m; ++j) {
+          windows[j] = draws_.draw_class(keys_.chunk_class, first + static_cast<std::int64_t>(from + j));
+          draws_.prefetch(windows[j]);
+        }
+        for (std::size_t j = 0; j < m; ++j)
+          out.chunks[from + j] = draws_.chunk_of(first + static_cast<std::int64_t>(from + j), windows[j]);
       }
     }
     const std::int64_t rows = std::min(request_obs(), l.used_obs - k * request_obs());
     out.positions.resize(static_cast<std::size_t>(rows));
     std::iota(out.positions.begin(), out.positions.end(), std::int64_t{0});
     Engine engine = make_engine(keys_.positions, static_cast<std::uint64_t>(k));
-    partial_shuffle(engine, std::span<std::int64_t>(out.positions), out.positions.size());
+    partial_shuffle(engine, std::span<std::int64_t>(out.positions),
+                    static_cast<std::size_t>(std::min(rows, std::max<std::int64_t>(needed, 0))));
   }
 
  private:
