@@ -294,11 +294,12 @@ int main(int argc, char** argv) {
     else b->UseRealTime();
     // Our 2-core machines are noisy: the median of 5 repetitions, of 15 where an epoch takes
     // milliseconds (its cost varies most: 11% to 21% between repetitions at 10^6), and of one
-    // where it takes libtorch seconds.
+    // where it takes libtorch seconds. A first batch or a restore takes microseconds: each of its
+    // 5 repetitions times thousands.
     if (once) b->Iterations(1);
     else if (workloads[w].name.find("DistributedRandomSampler") != std::string::npos && n >= 100'000'000)
       b->Repetitions(1);
-    else b->Repetitions(n <= 10'000'000 ? 15 : 5);
+    else b->Repetitions(manual && n <= 10'000'000 ? 15 : 5);
   };
   for (const std::int64_t n : sizes)
     for (std::size_t w = 0; w < workloads.size(); ++w) {
