@@ -54,6 +54,27 @@ ChunkPlan plan_of(const Config& c, std::uint64_t epoch) {
   return c.with_base([&](const auto& sampler) { return sampler.plan(c.n_obs, epoch); });
 }
 
+// Every request of `plan` filled for its first `needed` positions, for a few `needed` (none, one,
+// a random count, all but one, all and more), holds the whole request's chunks and its first
+// positions.
+template <class Plan>
+void check_first_positions(const Plan& plan, ConfigRng& g) {
+  cs::RequestBuffers whole;
+  cs::RequestBuffers part;
+  for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
+    plan.fill(k, whole);
+    const auto size = static_cast<std::int64_t>(whole.positions.size());
+    for (const std::int64_t needed : {std::int64_t{0}, std::int64_t{1}, g.between(0, size), size - 1, size, size + 7}) {
+      CAPTURE(k, needed, size);
+      plan.fill(k, part, needed);
+      REQUIRE(part.chunks == whole.chunks);
+      REQUIRE(part.positions.size() == whole.positions.size());
+      const auto prefix = static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(needed, 0, size));
+      REQUIRE(std::equal(part.positions.begin(), part.positions.begin() + prefix, whole.positions.begin()));
+    }
+  }
+}
+
 TEST_CASE("ChunkPlan: a request filled for its first positions holds the whole request's chunks and those positions",
           "[plan_equivalence]") {
   ConfigRng g(20261129U);
@@ -61,21 +82,7 @@ TEST_CASE("ChunkPlan: a request filled for its first positions holds the whole r
     const Config c = draw(g);
     const ChunkPlan plan = plan_of(c, static_cast<std::uint64_t>(g.between(0, 2)));
     CAPTURE(trial, c.describe());
-    cs::RequestBuffers whole;
-    cs::RequestBuffers part;
-    for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
-      plan.fill(k, whole);
-      const auto size = static_cast<std::int64_t>(whole.positions.size());
-      for (const std::int64_t needed :
-           {std::int64_t{0}, std::int64_t{1}, g.between(0, size), size - 1, size, size + 7}) {
-        CAPTURE(k, needed, size);
-        plan.fill(k, part, needed);
-        REQUIRE(part.chunks == whole.chunks);
-        REQUIRE(part.positions.size() == whole.positions.size());
-        const auto prefix = static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(needed, 0, size));
-        REQUIRE(std::equal(part.positions.begin(), part.positions.begin() + prefix, whole.positions.begin()));
-      }
-    }
+    check_first_positions(plan, g);
   }
 }
 
@@ -114,20 +121,7 @@ TEST_CASE(
     const cs::WeightedClassSampler sampler(c.codes, cs::weighted_options_of(c.options, composition));
     const auto plan = sampler.plan(c.n_obs(), static_cast<std::uint64_t>(g.between(0, 2)));
     CAPTURE(trial, c.describe(), composition == cs::Composition::stratified);
-    cs::RequestBuffers whole;
-    cs::RequestBuffers part;
-    for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
-      plan.fill(k, whole);
-      const auto size = static_cast<std::int64_t>(whole.positions.size());
-      for (const std::int64_t needed : {std::int64_t{0}, std::int64_t{1}, g.between(0, size), size - 1, size}) {
-        CAPTURE(k, needed, size);
-        plan.fill(k, part, needed);
-        REQUIRE(part.chunks == whole.chunks);
-        REQUIRE(part.positions.size() == whole.positions.size());
-        const auto prefix = static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(needed, 0, size));
-        REQUIRE(std::equal(part.positions.begin(), part.positions.begin() + prefix, whole.positions.begin()));
-      }
-    }
+    check_first_positions(plan, g);
   }
 }
 
