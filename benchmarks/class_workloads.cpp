@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
