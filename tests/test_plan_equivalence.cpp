@@ -111,6 +111,122 @@ TEST_CASE("Epoch: stopping each request's shuffle after its share yields what wh
   }
 }
 
+// A mask of `count` ranges, lengths 1 to 3 chunks and gaps 1 to 2 chunks from a random start,
+// so that nearly every range has a short head or tail.
+cs::Ranges ragged_mask(ConfigRng& g, std::int64_t chunk, std::int64_t count) {
+  std::vector<cs::Slice> slices;
+  std::int64_t at = g.between(0, 2 * chunk);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t length = g.between(1, 3 * chunk);
+    slices.push_back({at, at + length});
+    at += length + g.between(1, 2 * chunk);
+  }
+  return cs::Ranges(slices);
+}
+
+// The grid chunks of `mask` in row order, cut as the model cuts them: the cells of `chunk` rows.
+std::vector<cs::Slice> model_grid(const cs::Ranges& mask, std::int64_t chunk) {
+  std::vector<cs::Slice> out;
+  for (const cs::Slice& r : mask)
+    for (std::int64_t s = r.start; s < r.stop; s = (s / chunk + 1) * chunk)
+      out.push_back({s, std::min((s / chunk + 1) * chunk, r.stop)});
+  return out;
+}
+
+// The rows [begin, end) of a stream given as pieces, cut to that window.
+std::vector<cs::Slice> window_of(const std::vector<cs::Slice>& stream, std::int64_t begin, std::int64_t end) {
+  std::vector<cs::Slice> out;
+  std::int64_t at = 0;
+  for (const cs::Slice& p : stream) {
+    const std::int64_t from = std::max(begin, at);
+    const std::int64_t to = std::min(end, at + p.size());
+    if (from < to) out.push_back({p.start + (from - at), p.start + (to - at)});
+    at += p.size();
+  }
+  return out;
+}
+
+// Every request of `plan` on its own holds the pieces of its window of `stream` (the epoch's
+// rows in order, as pieces): `request_obs` rows a request, `read` of them (the whole share when
+// shuffled, the used rows in order).
+void check_requests_read(const ChunkPlan& plan, const std::vector<cs::Slice>& stream, std::int64_t request_obs,
+                         std::int64_t total) {
+  cs::RequestBuffers out;
+  for (std::int64_t k = 0; k < plan.n_requests(); ++k) {
+    CAPTURE(k);
+    plan.fill(k, out);
+    REQUIRE(static_cast<std::int64_t>(out.chunks.size()) <= plan.max_chunks());
+    REQUIRE(out.chunks == window_of(stream, k * request_obs, std::min(total, (k + 1) * request_obs)));
+  }
+}
+
+TEST_CASE("ChunkPlan in row order: a request found from its first row reads the union's rows from there",
+          "[plan_equivalence]") {
+  // In order, where a request starts is looked up in the mask (the union's row) instead of
+  // through the short chunks' places: the same pieces as the model's grid chunks in row order.
+  ConfigRng g(20261134U);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::int64_t chunk = g.between(1, 9);
+    const std::int64_t preload = g.between(1, 4);
+    const cs::Ranges mask = ragged_mask(g, chunk, g.between(1, 60));
+    const std::int64_t n_obs = mask[mask.size() - 1].stop + g.between(0, 5);
+    CAPTURE(trial, chunk, preload, mask.size());
+    const cs::SequentialSampler sampler(
+        {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = chunk, .mask = mask});
+    const ChunkPlan plan = sampler.plan(n_obs, 0);
+    check_requests_read(plan, model_grid(mask, chunk), chunk * preload, mask.count());
+  }
+}
+
+TEST_CASE("ChunkPlan over more than placed_shorts short chunks: full chunks and slots, each once, in a stream",
+          "[plan_equivalence]") {
+  // The model: the full grid chunks, and the short ones in row order cut every chunk_size rows
+  // (a slot; the last may be short). Every place of the order holds one of them, each once, and
+  // every request on its own reads its window of the places' rows one after the other.
+  ConfigRng g(20261135U);
+  int slotted = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const std::int64_t chunk = g.between(2, 9);
+    const std::int64_t preload = g.between(1, 4);
+    const cs::Ranges mask = ragged_mask(g, chunk, g.between(ChunkPlan::placed_shorts / 2 + 10, 600));
+    const std::int64_t n_obs = mask[mask.size() - 1].stop;
+    const std::uint64_t seed = g.next();
+    CAPTURE(trial, chunk, preload, mask.size(), seed);
+    std::vector<std::vector<cs::Slice>> slots;
+    std::vector<cs::Slice> shorts;
+    for (const cs::Slice& c : model_grid(mask, chunk)) {
+      if (c.size() == chunk) slots.push_back({c});
+      else shorts.push_back(c);
+    }
+    std::int64_t short_rows = 0;
+    for (const cs::Slice& c : shorts) short_rows += c.size();
+    if (static_cast<std::int64_t>(shorts.size()) <= ChunkPlan::placed_shorts) continue;
+    for (std::int64_t first = 0; first < short_rows; first += chunk)
+      slots.push_back(window_of(shorts, first, std::min(short_rows, first + chunk)));
+
+    const cs::RandomSampler sampler(
+        {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = chunk, .mask = mask, .seed = seed});
+    const ChunkPlan plan = sampler.plan(n_obs, static_cast<std::uint64_t>(g.between(0, 3)));
+    REQUIRE(plan.stream_chunks() == static_cast<std::int64_t>(slots.size()));
+    std::vector<std::vector<cs::Slice>> placed;
+    std::vector<cs::Slice> stream;
+    for (std::int64_t i = 0; i < plan.stream_chunks(); ++i) {
+      std::vector<cs::Slice> pieces;
+      plan.pieces(i, pieces);
+      stream.insert(stream.end(), pieces.begin(), pieces.end());
+      placed.push_back(std::move(pieces));
+    }
+    // Slots are told apart by their first row.
+    const auto first_row = [](const std::vector<cs::Slice>& pieces) { return pieces.front().start; };
+    std::ranges::sort(placed, {}, first_row);
+    std::ranges::sort(slots, {}, first_row);
+    REQUIRE(placed == slots);
+    check_requests_read(plan, stream, chunk * preload, mask.count());
+    ++slotted;
+  }
+  CHECK(slotted > 100);
+}
+
 TEST_CASE(
     "WeightedClassPlan: a request filled for its first positions holds the whole request's chunks and those positions",
     "[plan_equivalence]") {

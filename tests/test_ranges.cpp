@@ -9,12 +9,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace test_ranges {
@@ -155,6 +157,21 @@ TEST_CASE("one range off the grid: chunks on the multiples of chunk_size, short 
   REQUIRE(all_chunks(grid) == expected);
   REQUIRE(grid.chunk(1) == cs::Slice{64, 128});
   REQUIRE(grid.chunk_size() == 64);
+}
+
+TEST_CASE("the short chunks of one range off the grid, read as one stream", "[ranges]") {
+  const cs::Ranges::Grid grid = cs::Ranges{cs::Slice{16, 1000}}.grid(64);
+  REQUIRE(grid.n_short() == 2);
+  REQUIRE(grid.short_rows() == 88);  // [16, 64) and [960, 1000)
+  REQUIRE(grid.n_full() == 14);
+  REQUIRE(grid.full_chunk(0) == cs::Slice{64, 128});
+  REQUIRE(grid.full_chunk(13) == cs::Slice{896, 960});
+  std::vector<cs::Slice> pieces;
+  grid.short_pieces(40, 20, pieces);
+  REQUIRE(pieces == std::vector<cs::Slice>{{56, 64}, {960, 972}});
+  REQUIRE_THROWS_WITH(grid.short_pieces(80, 9, pieces),
+                      Contains("short_pieces: [80, 80 + 9) must lie in the short rows' [0, 88)"));
+  REQUIRE_THROWS_WITH(grid.full_chunk(14), Contains("full_chunk: i (14) must be in [0, 14)"));
 }
 
 TEST_CASE("two ranges with chunk 100: no chunk crosses the gap, locate jumps it", "[ranges]") {
@@ -314,6 +331,79 @@ TEST_CASE("grids at the top of the row space do not overflow", "[ranges]") {
   REQUIRE(cs::Ranges{cs::Slice::from(top - 1)}.resolve(top) == cs::Ranges{{top - 1, top}});
 }
 
+namespace {
+
+// The grid's full chunks and its short ones read as one stream, against the model's chunks: the
+// full ones one by one, the short rows at random windows and at each one's edges.
+void check_full_and_short(const cs::Ranges::Grid& grid, const std::vector<cs::Slice>& chunks, ConfigRng& g) {
+  const std::int64_t c = grid.chunk_size();
+  std::vector<cs::Slice> fulls;
+  std::vector<cs::Slice> shorts;
+  std::int64_t short_rows = 0;
+  for (const cs::Slice& chunk : chunks) {
+    if (chunk.size() == c) {
+      fulls.push_back(chunk);
+    } else {
+      shorts.push_back(chunk);
+      short_rows += chunk.size();
+    }
+  }
+  REQUIRE(grid.n_full() == static_cast<std::int64_t>(fulls.size()));
+  REQUIRE(grid.n_short() == static_cast<std::int64_t>(shorts.size()));
+  REQUIRE(grid.short_rows() == short_rows);
+  std::vector<cs::Slice> looked_up;
+  for (std::int64_t i = 0; i < grid.n_full(); ++i) looked_up.push_back(grid.full_chunk(i));
+  REQUIRE(looked_up == fulls);
+  // The model of rows [first, first + count) of the short stream: the shorts cut to it.
+  const auto model = [&shorts](std::int64_t first, std::int64_t count) {
+    std::vector<cs::Slice> out;
+    std::int64_t at = 0;
+    for (const cs::Slice& s : shorts) {
+      const std::int64_t from = std::max(first, at);
+      const std::int64_t to = std::min(first + count, at + s.size());
+      if (from < to) out.push_back({s.start + (from - at), s.start + (to - at)});
+      at += s.size();
+    }
+    return out;
+  };
+  std::vector<std::pair<std::int64_t, std::int64_t>> windows{{0, short_rows}, {0, 0}, {short_rows, 0}};
+  for (int q = 0; q < 30 && short_rows > 0; ++q) {
+    const std::int64_t first = g.between(0, short_rows - 1);
+    windows.emplace_back(first, g.between(0, std::min(short_rows - first, 3 * c)));
+  }
+  for (const auto& [first, count] : windows) {
+    CAPTURE(first, count, short_rows);
+    std::vector<cs::Slice> pieces;
+    grid.short_pieces(first, count, pieces);
+    REQUIRE(pieces == model(first, count));
+  }
+  if (grid.n_full() > 0) REQUIRE_THROWS_AS(grid.full_chunk(grid.n_full()), cs::ConfigError);
+  std::vector<cs::Slice> none;
+  REQUIRE_THROWS_AS(grid.short_pieces(short_rows, 1, none), cs::ConfigError);
+}
+
+// Cuts of the union, some asked for again (the last two are remembered), hold the rows locate
+// gives, and a grid over a cut (made again for the same cut) has that cut's chunks.
+void check_cuts(const cs::Ranges& mask, ConfigRng& g) {
+  const std::int64_t total = mask.count();
+  std::vector<std::pair<std::int64_t, std::int64_t>> cuts;
+  for (int q = 0; q < 6; ++q) {
+    const std::int64_t first = g.between(0, total - 1);
+    cuts.emplace_back(first, g.between(1, std::min<std::int64_t>(total - first, 5'000)));
+  }
+  for (int q = 0; q < 12; ++q) {
+    const auto [first, count] = cuts[static_cast<std::size_t>(g.between(0, 5))];
+    CAPTURE(first, count);
+    const cs::Ranges cut = mask.sub(first, count);
+    REQUIRE(cut.count() == count);
+    for (const std::int64_t k : {std::int64_t{0}, count / 2, count - 1}) REQUIRE(cut.locate(k) == mask.locate(first + k));
+    const std::int64_t c = g.between(1, 9);
+    REQUIRE(cut.grid(c).n_chunks() == cut.n_chunks(c));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("random range sets: lookups and grid chunks match the models", "[ranges]") {
   ConfigRng g(0x72616e676573ULL);
   int enumerated = 0;
@@ -359,8 +449,11 @@ TEST_CASE("random range sets: lookups and grid chunks match the models", "[range
     if (d.small) {
       ++enumerated;
       // The chunks partition the union exactly, in order, as the model cuts it.
-      REQUIRE(all_chunks(grid) == model_chunks(runs, d.chunk_size));
+      const std::vector<cs::Slice> chunks = model_chunks(runs, d.chunk_size);
+      REQUIRE(all_chunks(grid) == chunks);
+      check_full_and_short(grid, chunks, g);
     }
+    check_cuts(*mask, g);
     if (d.small && total <= 100'000) {
       // Every row of the model against locate and position_of, compared whole (one assertion
       // each, not one per row, which is what would cost the time).

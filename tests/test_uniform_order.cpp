@@ -230,6 +230,45 @@ TEST_CASE("uniform order: a mask of several off-grid ranges, 2..64 grid chunks, 
   }
 }
 
+TEST_CASE("uniform order: a mask of more short chunks than placed_shorts, full chunks and slots, over seeds",
+          "[uniform]") {
+  // 300 ranges of 1 or 2 rows, every 25th a run of two full chunks of 16 between short ends: past
+  // ChunkPlan::placed_shorts the order is over the full chunks and the short rows' slots of 16
+  // (each told apart by its first row), which must be uniform as the chunks' order is.
+  std::vector<cs::Slice> slices;
+  std::int64_t at = 5;
+  for (std::int64_t i = 0; i < 300; ++i) {
+    const std::int64_t length = i % 25 == 0 ? 16 * 3 + 1 : 1 + i % 2;
+    slices.push_back({at, at + length});
+    at = (at + length) / 16 * 16 + 16 + 5 + i % 7;
+  }
+  const cs::Ranges mask(slices);
+  const cs::Ranges::Grid grid = mask.grid(16);
+  REQUIRE(grid.n_short() > cs::detail::ChunkPlan::placed_shorts);
+  const std::int64_t n = grid.n_full() + cs::detail::ceil_div(grid.short_rows(), 16);
+  INFO(fmt::format("{} full chunks, {} short rows, {} slots", grid.n_full(), grid.short_rows(), n));
+  REQUIRE(n <= 64);
+  std::map<std::int64_t, std::uint32_t> index_of;  // a slot's first row -> its index
+  for (std::int64_t j = 0; j < grid.n_full(); ++j) index_of[grid.full_chunk(j).start] = static_cast<std::uint32_t>(j);
+  for (std::int64_t q = 0; q * 16 < grid.short_rows(); ++q) {
+    std::vector<cs::Slice> pieces;
+    grid.short_pieces(q * 16, std::min<std::int64_t>(16, grid.short_rows() - q * 16), pieces);
+    index_of[pieces.front().start] = static_cast<std::uint32_t>(grid.n_full() + q);
+  }
+  REQUIRE(static_cast<std::int64_t>(index_of.size()) == n);
+  OrderStats stats(static_cast<std::size_t>(n));
+  for (std::int64_t s = 0; s < samples(6'400); ++s) {
+    const cs::RandomSampler sampler(
+        {.chunk_size = 16, .preload_nchunks = 1, .batch_size = 16, .mask = mask, .seed = seed_of(s)});
+    const auto plan = sampler.plan(at, 0);
+    REQUIRE(plan.stream_chunks() == n);
+    std::vector<std::uint32_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = index_of.at(plan.chunk(i).start);
+    stats.add(order);
+  }
+  stats.check("slots of a many-short mask, over seeds");
+}
+
 TEST_CASE("uniform order: RandomSampler over the epochs of one seed, n = 2..64 chunks", "[uniform]") {
   for (std::int64_t n = 2; n <= 64; ++n) {
     OrderStats stats(static_cast<std::size_t>(n));

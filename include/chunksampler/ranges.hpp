@@ -9,12 +9,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +46,46 @@ inline void check_mask(std::string_view name, Slice mask) {
   if (mask.stop > max_size) throw_config("{}: mask.stop ({}) must be <= 2^62", name, mask.stop);
 }
 
+/// "The last `r` with `before[r] <= i`" over a nondecreasing array with `before[0] == 0`, for
+/// `i` below the array's total, in O(1) expected steps: buckets of `2^shift` values, about as
+/// many as entries, each knowing the entry its first value lies in, so that a lookup searches
+/// only the few entries that start inside its bucket, without branches on the data (lookups come
+/// in random order, where a branchy search mispredicts at every step).
+class BucketSearch {
+ public:
+  BucketSearch() = default;
+  /// The buckets over `before`, whose values lie in `[0, total)` (`total >= 1`).
+  BucketSearch(std::span<const std::int64_t> before, std::int64_t total) {
+    const auto entry_bits = static_cast<int>(std::bit_width(before.size() - 1));
+    shift_ = std::max(static_cast<int>(std::bit_width(static_cast<std::uint64_t>(total - 1))) - entry_bits, 0);
+    const std::size_t buckets = static_cast<std::size_t>((total - 1) >> shift_) + 1;
+    first_.reserve(buckets + 1);
+    std::size_t r = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::int64_t first = static_cast<std::int64_t>(b) << shift_;
+      while (r + 1 < before.size() && before[r + 1] <= first) ++r;
+      first_.push_back(r);
+    }
+    first_.push_back(before.size() - 1);
+  }
+
+  /// The last `r` with `before[r] <= i` (`0 <= i < total`), `before` as given to the constructor.
+  [[nodiscard]] std::size_t find(std::span<const std::int64_t> before, std::int64_t i) const noexcept {
+    const auto bucket = static_cast<std::size_t>(i >> shift_);
+    const std::int64_t* base = before.data() + first_[bucket];
+    for (std::size_t length = first_[bucket + 1] - first_[bucket] + 1; length > 1;) {
+      const std::size_t half = length / 2;
+      base = base[half] <= i ? base + half : base;
+      length -= half;
+    }
+    return static_cast<std::size_t>(base - before.data());
+  }
+
+ private:
+  int shift_ = 0;
+  std::vector<std::size_t> first_;  // the entry bucket b's first value lies in; then the last entry
+};
+
 }  // namespace detail
 
 /// A mask of many ranges: sorted, disjoint, non-empty `Slice`s, the last of which may be
@@ -70,6 +112,10 @@ class Ranges {
  public:
   class Grid;
 
+ private:
+  struct GridIndex;
+
+ public:
   /// The ranges in `ranges`, checked and with adjacent ones merged. Throws `ConfigError` naming
   /// the first offending range (or pair) by index and value: no ranges, an empty range,
   /// `start < 0`, `stop > 2^62`, an open-ended range that is not the last or starts at or after
@@ -159,9 +205,10 @@ class Ranges {
   [[nodiscard]] std::int64_t offset(std::size_t i) const noexcept { return data_->before[i]; }
 
   /// The observations at positions `[first, first + count)` of the (closed) union as ranges, in
-  /// O(log ranges + ranges kept): how a distributed sampler cuts the union into shards by
+  /// O(log ranges + ranges kept) the first time: how a distributed sampler cuts the union into shards by
   /// observation count, a shard possibly spanning several ranges. Needs `count >= 1` and
-  /// `first + count <= count()`, else `ConfigError`.
+  /// `first + count <= count()`, else `ConfigError`. The last two results are remembered (and
+  /// shared with every copy), so cutting the same shard again costs O(1).
   ///
   ///     cs::Ranges{{0, 10}, {20, 30}}.sub(5, 10);   // [5, 10), [20, 25)
   [[nodiscard]] Ranges sub(std::int64_t first, std::int64_t count) const {
@@ -169,14 +216,23 @@ class Ranges {
     if (first < 0 || count < 1 || first > this->count() - count)
       detail::throw_config("Ranges::sub: [{}, {} + {}) must be a non-empty part of the union's [0, {})", first, first,
                            count, this->count());
+    if (first == 0 && count == this->count()) return *this;
+    // A distributed sampler cuts the same shard (or two, alternating) every epoch: the last
+    // two results are kept, so that the shard and the grid made over it are built once.
+    const Data& data = *data_;
+    const std::scoped_lock lock(data.grid_mutex);
+    for (const Data::Cut& cut : data.cuts)
+      if (cut.ranges && cut.first == first && cut.count == count) return Ranges(cut.ranges);
     const std::size_t lo = range_at(first);
     const std::size_t hi = range_at(first + count - 1);
-    if (lo == 0 && hi + 1 == size() && first == 0 && count == this->count()) return *this;
-    std::vector<Slice> kept(data_->ranges.begin() + static_cast<std::ptrdiff_t>(lo),
-                            data_->ranges.begin() + static_cast<std::ptrdiff_t>(hi) + 1);
-    kept.front().start += first - data_->before[lo];
-    kept.back().stop = data_->ranges[hi].start + (first + count - data_->before[hi]);
-    return Ranges(from_checked(std::move(kept)));
+    std::vector<Slice> kept(data.ranges.begin() + static_cast<std::ptrdiff_t>(lo),
+                            data.ranges.begin() + static_cast<std::ptrdiff_t>(hi) + 1);
+    kept.front().start += first - data.before[lo];
+    kept.back().stop = data.ranges[hi].start + (first + count - data.before[hi]);
+    Data::Cut& cut = data.cuts[data.next_cut];
+    data.next_cut = (data.next_cut + 1) % data.cuts.size();
+    cut = {.first = first, .count = count, .ranges = from_checked(std::move(kept))};
+    return Ranges(cut.ranges);
   }
 
   /// A hash of the ranges (after merging): what a sampler's fingerprint holds of its mask. O(ranges)
@@ -240,6 +296,18 @@ class Ranges {
     std::vector<std::int64_t> before;            ///< observations in the ranges before range i
     mutable std::atomic<std::uint64_t> hash{0};  ///< of the ranges, for fingerprints, once `hashed`
     mutable std::atomic<bool> hashed{false};
+    /// The index of the grid last built over these ranges (for its chunk size), so that the
+    /// plan of every epoch over the same mask reuses it instead of an O(ranges) rebuild.
+    mutable std::mutex grid_mutex;
+    mutable std::shared_ptr<const GridIndex> grid;
+    /// The last two `sub` results (under `grid_mutex`).
+    struct Cut {
+      std::int64_t first = 0;
+      std::int64_t count = 0;
+      std::shared_ptr<const Data> ranges;
+    };
+    mutable std::array<Cut, 2> cuts;
+    mutable std::size_t next_cut = 0;
   };
 
   explicit Ranges(std::shared_ptr<const Data> data) noexcept : data_(std::move(data)) {}
@@ -317,6 +385,60 @@ class Ranges {
   std::shared_ptr<const Data> data_;
 };
 
+/// What a `Ranges::Grid` looks chunks up in: O(ranges) arrays for one chunk size, built once per
+/// `Ranges` storage and chunk size and shared by every grid made from them.
+struct Ranges::GridIndex {
+  std::int64_t chunk_size = 0;
+  std::int64_t n_chunks = 0;
+  std::vector<std::int64_t> before;      ///< chunks in the ranges before range r
+  std::vector<std::int64_t> first_cell;  ///< the grid cell range r starts in: start / chunk_size
+  detail::BucketSearch chunks;           ///< chunk -> range
+  // The short chunks (fewer than chunk_size rows: a range's head or tail off the grid) and the
+  // full ones, each counted in row order.
+  std::int64_t n_short = 0;
+  std::int64_t short_rows = 0;
+  std::vector<std::int64_t> full_before;  ///< full chunks in the ranges before range r
+  std::vector<std::int64_t> rows_before;  ///< short chunks' rows in the ranges before range r
+  detail::BucketSearch fulls;             ///< full chunk -> range
+  detail::BucketSearch shorts;            ///< short chunks' row -> range
+
+  GridIndex(std::span<const Slice> ranges, std::int64_t c) : chunk_size(c) {
+    before.reserve(ranges.size());
+    first_cell.reserve(ranges.size());
+    full_before.reserve(ranges.size());
+    rows_before.reserve(ranges.size());
+    std::int64_t n_full = 0;
+    for (const Slice& range : ranges) {
+      before.push_back(n_chunks);
+      first_cell.push_back(range.start / c);
+      full_before.push_back(n_full);
+      rows_before.push_back(short_rows);
+      const Edges e = edges(range, c);
+      n_chunks += chunks_in(range, c);
+      n_full += chunks_in(range, c) - (e.head > 0 ? 1 : 0) - (e.tail > 0 ? 1 : 0);
+      n_short += (e.head > 0 ? 1 : 0) + (e.tail > 0 ? 1 : 0);
+      short_rows += e.head + e.tail;
+    }
+    chunks = detail::BucketSearch(before, n_chunks);
+    if (n_full > 0) fulls = detail::BucketSearch(full_before, n_full);
+    if (short_rows > 0) shorts = detail::BucketSearch(rows_before, short_rows);
+  }
+
+  /// The rows of a range's short head and tail chunks (0 where the chunk is full or, for the
+  /// tail, where the range has one chunk, which counts as its head).
+  struct Edges {
+    std::int64_t head;
+    std::int64_t tail;
+  };
+  [[nodiscard]] static Edges edges(Slice range, std::int64_t c) noexcept {
+    const std::int64_t head_stop = std::min(range.stop, (range.start / c + 1) * c);
+    const std::int64_t head = head_stop - range.start;
+    if (head_stop == range.stop) return {head < c ? head : 0, 0};
+    const std::int64_t tail = range.stop - (range.stop - 1) / c * c;
+    return {head < c ? head : 0, tail < c ? tail : 0};
+  }
+};
+
 /// The grid chunks of one `chunk_size` over closed `Ranges`: chunk `j` of the grid is
 /// `[j * chunk_size, (j + 1) * chunk_size)` in absolute rows, cut to the range it lies in. Every
 /// full chunk starts at a multiple of `chunk_size` counted from row 0 (so a store chunked by
@@ -328,83 +450,113 @@ class Ranges {
 ///     grid.n_chunks();   // 16
 ///     grid.chunk(0);     // [16, 64)
 ///     grid.chunk(15);    // [960, 1000)
+///     grid.n_short();    // 2: [16, 64) and [960, 1000), 88 rows (short_rows())
+///     grid.full_chunk(0);   // [64, 128)
 ///
-/// It is a separate object because O(log ranges) access needs, for its `chunk_size`, the number
-/// of chunks before each range: O(ranges) memory, built once per chunk size rather than kept in
-/// every `Ranges`. It shares the ranges' storage, so it may outlive the `Ranges` it came from.
+/// It is a separate object because O(1) access needs, for its `chunk_size`, the number of chunks
+/// before each range: O(ranges) memory, built at the first grid of a chunk size over a
+/// `Ranges` (or any copy of it) and shared by the grids made after it, so that a sampler's
+/// every epoch over the same mask does not rebuild it. It shares the ranges' storage, so it may
+/// outlive the `Ranges` it came from.
 class Ranges::Grid {
  public:
   /// The grid of `chunk_size` over `ranges` (as `ranges.grid(chunk_size)`).
-  Grid(Ranges ranges, std::int64_t chunk_size) : ranges_(std::move(ranges)), chunk_size_(chunk_size) {
+  Grid(Ranges ranges, std::int64_t chunk_size) : ranges_(std::move(ranges)) {
     check_chunk_size(chunk_size);
     ranges_.require_closed("grid()");
-    before_.reserve(ranges_.size());
-    first_cell_.reserve(ranges_.size());
-    std::int64_t total = 0;
-    for (const Slice& range : ranges_) {
-      before_.push_back(total);
-      first_cell_.push_back(range.start / chunk_size);
-      total += chunks_in(range, chunk_size);
-    }
-    n_chunks_ = total;
-    // Buckets of 2^shift chunks, about as many as ranges, each knowing the range its first chunk
-    // lies in: a lookup searches only the few ranges that start inside its bucket.
-    const auto ranges_bits = static_cast<int>(std::bit_width(ranges_.size() - 1));
-    shift_ = std::max(static_cast<int>(std::bit_width(static_cast<std::uint64_t>(n_chunks_ - 1))) - ranges_bits, 0);
-    const std::size_t buckets = static_cast<std::size_t>((n_chunks_ - 1) >> shift_) + 1;
-    bucket_range_.reserve(buckets + 1);
-    std::size_t r = 0;
-    for (std::size_t b = 0; b < buckets; ++b) {
-      const std::int64_t first = static_cast<std::int64_t>(b) << shift_;
-      while (r + 1 < before_.size() && before_[r + 1] <= first) ++r;
-      bucket_range_.push_back(r);
-    }
-    bucket_range_.push_back(before_.size() - 1);
+    const Data& data = *ranges_.data_;
+    const std::scoped_lock lock(data.grid_mutex);
+    if (!data.grid || data.grid->chunk_size != chunk_size)
+      data.grid = std::make_shared<const GridIndex>(data.ranges, chunk_size);
+    index_ = data.grid;
   }
 
   /// Number of chunks over the union.
-  [[nodiscard]] std::int64_t n_chunks() const noexcept { return n_chunks_; }
+  [[nodiscard]] std::int64_t n_chunks() const noexcept { return index_->n_chunks; }
   /// The chunk size the grid was built for.
-  [[nodiscard]] std::int64_t chunk_size() const noexcept { return chunk_size_; }
+  [[nodiscard]] std::int64_t chunk_size() const noexcept { return index_->chunk_size; }
   /// The ranges the grid is over.
   [[nodiscard]] const Ranges& ranges() const noexcept { return ranges_; }
   /// The index of range `r`'s first chunk (`r <= ranges().size()`; `n_chunks()` past the last).
   [[nodiscard]] std::int64_t first_chunk(std::size_t r) const noexcept {
-    return r < before_.size() ? before_[r] : n_chunks_;
+    return r < index_->before.size() ? index_->before[r] : index_->n_chunks;
   }
   /// The grid cell range `r` starts in (`r < ranges().size()`): `ranges()[r].start / chunk_size()`.
-  [[nodiscard]] std::int64_t first_cell(std::size_t r) const noexcept { return first_cell_[r]; }
+  [[nodiscard]] std::int64_t first_cell(std::size_t r) const noexcept { return index_->first_cell[r]; }
 
-  /// The `i`-th chunk in row order (`i` in `[0, n_chunks())`, else `ConfigError`), in O(log ranges).
+  /// The `i`-th chunk in row order (`i` in `[0, n_chunks())`, else `ConfigError`), in O(1)
+  /// expected steps.
   [[nodiscard]] Slice chunk(std::int64_t i) const {
-    if (i < 0 || i >= n_chunks_) detail::throw_config("Ranges::Grid::chunk: i ({}) must be in [0, {})", i, n_chunks_);
-    // The last range with before_[r] <= i, among those from the one bucket i's starts in to the
-    // one the next bucket starts in, by a search without branches on the data: a sampler looks
-    // up chunks in random order, where a branchy search mispredicts at every step.
-    const auto bucket = static_cast<std::size_t>(i >> shift_);
-    const std::int64_t* base = before_.data() + bucket_range_[bucket];
-    for (std::size_t length = bucket_range_[bucket + 1] - bucket_range_[bucket] + 1; length > 1;) {
-      const std::size_t half = length / 2;
-      base = base[half] <= i ? base + half : base;
-      length -= half;
-    }
-    const auto r = static_cast<std::size_t>(base - before_.data());
+    const GridIndex& index = *index_;
+    if (i < 0 || i >= index.n_chunks)
+      detail::throw_config("Ranges::Grid::chunk: i ({}) must be in [0, {})", i, index.n_chunks);
+    const std::size_t r = index.chunks.find(index.before, i);
     const Slice range = ranges_[r];
-    const std::int64_t cell = first_cell_[r] + (i - before_[r]);
+    const std::int64_t cell = index.first_cell[r] + (i - index.before[r]);
     // cell * chunk_size <= range.stop - 1 < 2^62 and chunk_size <= 2^62: the cell's end fits in
     // std::int64_t even at the top of the grid.
-    const std::int64_t cell_start = cell * chunk_size_;
-    return {std::max(range.start, cell_start), std::min(range.stop, cell_start + chunk_size_)};
+    const std::int64_t cell_start = cell * index.chunk_size;
+    return {std::max(range.start, cell_start), std::min(range.stop, cell_start + index.chunk_size)};
+  }
+
+  /// Number of short chunks: those of fewer than `chunk_size` rows, at a range's edges.
+  [[nodiscard]] std::int64_t n_short() const noexcept { return index_->n_short; }
+  /// Rows in the short chunks.
+  [[nodiscard]] std::int64_t short_rows() const noexcept { return index_->short_rows; }
+  /// Number of full chunks: `n_chunks() - n_short()`.
+  [[nodiscard]] std::int64_t n_full() const noexcept { return index_->n_chunks - index_->n_short; }
+
+  /// The `i`-th full chunk in row order (`i` in `[0, n_full())`, else `ConfigError`), in O(1)
+  /// expected steps.
+  [[nodiscard]] Slice full_chunk(std::int64_t i) const {
+    const GridIndex& index = *index_;
+    if (i < 0 || i >= n_full())
+      detail::throw_config("Ranges::Grid::full_chunk: i ({}) must be in [0, {})", i, n_full());
+    const std::size_t r = index.fulls.find(index.full_before, i);
+    const Slice range = ranges_[r];
+    const std::int64_t c = index.chunk_size;
+    const bool head_short = GridIndex::edges(range, c).head > 0;
+    const std::int64_t cell = index.first_cell[r] + (head_short ? 1 : 0) + (i - index.full_before[r]);
+    return {cell * c, cell * c + c};
+  }
+
+  /// Appends to `out` the rows `[first, first + count)` of the short chunks read one after the
+  /// other in row order (`0 <= first`, `count >= 0`, `first + count <= short_rows()`, else
+  /// `ConfigError`): one piece per short chunk they touch, in O(1) expected steps plus one per
+  /// piece.
+  ///
+  ///     std::vector<cs::Slice> pieces;
+  ///     cs::Ranges{{16, 1000}}.grid(64).short_pieces(40, 20, pieces);   // [56, 64), [960, 972)
+  void short_pieces(std::int64_t first, std::int64_t count, std::vector<Slice>& out) const {
+    const GridIndex& index = *index_;
+    if (first < 0 || count < 0 || first > index.short_rows - count)
+      detail::throw_config("Ranges::Grid::short_pieces: [{}, {} + {}) must lie in the short rows' [0, {})", first,
+                           first, count, index.short_rows);
+    if (count == 0) return;
+    std::size_t r = index.shorts.find(index.rows_before, first);
+    std::int64_t skip = first - index.rows_before[r];
+    for (std::int64_t left = count; left > 0; ++r) {
+      const Slice range = ranges_[r];
+      const GridIndex::Edges e = GridIndex::edges(range, index.chunk_size);
+      const std::array<Slice, 2> pieces{Slice{range.start, range.start + e.head}, Slice{range.stop - e.tail, range.stop}};
+      for (const Slice& piece : pieces) {
+        if (piece.size() <= skip) {
+          skip -= piece.size();
+          continue;
+        }
+        const std::int64_t start = piece.start + skip;
+        const std::int64_t stop = std::min(piece.stop, start + left);
+        out.push_back({start, stop});
+        left -= stop - start;
+        skip = 0;
+        if (left == 0) break;
+      }
+    }
   }
 
  private:
   Ranges ranges_;
-  std::int64_t chunk_size_;
-  std::vector<std::int64_t> before_;      ///< chunks in the ranges before range r
-  std::vector<std::int64_t> first_cell_;  ///< the grid cell range r starts in: start / chunk_size
-  std::int64_t n_chunks_ = 0;
-  int shift_ = 0;                          ///< chunks i and j share a bucket when i >> shift_ == j >> shift_
-  std::vector<std::size_t> bucket_range_;  ///< the range bucket b's first chunk lies in; then the last range
+  std::shared_ptr<const GridIndex> index_;
 };
 
 inline Ranges::Grid Ranges::grid(std::int64_t chunk_size) const { return Grid(*this, chunk_size); }

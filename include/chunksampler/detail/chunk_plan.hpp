@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -37,18 +36,25 @@ struct ChunkLayout {
 };
 
 /// One epoch of a chunk sampler (an `EpochPlan`), any request of which is computed in
-/// O(request x log ranges) time from its index alone, memory O(ranges) and never O(n_obs).
+/// O(request) expected time from its index alone, memory O(ranges) and never O(n_obs).
 ///
 /// Without replacement the epoch reads the chunks of the mask's storage grid
 /// (`Ranges::Grid`: cells `[j * chunk_size, (j + 1) * chunk_size)` cut to the ranges, so every
-/// full chunk sits on the grid and short ones touch a range edge) in a uniform keyed order
-/// (`KeyedPermutation` over all of them, short ones included; row order when not shuffled).
-/// Their rows, one after the other, are the epoch's stream, and request `k` reads the stream's
-/// rows `[k * request_obs, (k + 1) * request_obs)`: every request but the last is full, so it
-/// splits into whole batches however many short chunks it holds, and a chunk that straddles
-/// two requests is read in two pieces, one in each. Where stream row `x` lies is found through
-/// the short chunks' places in the order (all others have `chunk_size` rows), computed at the
-/// first request: O(short chunks) inverse lookups of the permutation and a sort.
+/// full chunk sits on the grid and short ones touch a range edge). Their rows, one after the
+/// other, are the epoch's stream, and request `k` reads the stream's rows
+/// `[k * request_obs, (k + 1) * request_obs)`: every request but the last is full, so it splits
+/// into whole batches however many short chunks it holds, and a chunk that straddles two
+/// requests is read in two pieces, one in each. In order (not shuffled) the stream is the
+/// union's rows in row order. Shuffled, it is a uniform keyed order (`KeyedPermutation`) of
+///  - every grid chunk, short ones included, when the grid has at most `placed_shorts` short
+///    chunks: where stream row `x` lies is found through the short chunks' places in the order
+///    (all others have `chunk_size` rows), one inverse lookup of the permutation each, computed
+///    at the first request that does not start at the stream's first row;
+///  - else the full chunks and the short chunks' slots: the short chunks read one after the
+///    other in row order and cut every `chunk_size` rows (each piece still inside one grid cell),
+///    so that every slot but the last has `chunk_size` rows and finding a stream row costs one
+///    inverse lookup instead of one per short chunk, each epoch, on every rank (what made a
+///    mask of 10^5 ranges 12x the shuffle's cost in global mode).
 ///
 /// With replacement chunk `i` of the stream is `chunk_size` consecutive observations of the
 /// union (the last cut to the budget) from a keyed draw: a uniform start among those that fit,
@@ -84,19 +90,32 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   }
   [[nodiscard]] const ChunkLayout& layout() const noexcept { return layout_; }
 
-  /// Chunks in the epoch's stream: the mask's grid chunks, or with replacement the drawn ones.
+  /// Short chunks up to which a shuffled epoch gives each its own place in the order; past
+  /// them it orders the short chunks' slots (see the class's description).
+  static constexpr std::int64_t placed_shorts = 256;
+
+  /// Chunks in the epoch's stream: the mask's grid chunks (or full chunks and short chunks'
+  /// slots), or with replacement the drawn ones.
   [[nodiscard]] std::int64_t stream_chunks() const {
-    return layout_.replacement ? ceil_div(layout_.stream_obs, layout_.chunk_size) : built().grid->n_chunks();
+    if (layout_.replacement) return ceil_div(layout_.stream_obs, layout_.chunk_size);
+    const Index& index = built();
+    return index.slots ? index.grid->n_full() + ceil_div(index.grid->short_rows(), layout_.chunk_size)
+                       : index.grid->n_chunks();
   }
-  /// Appends the rows of stream chunk `i` (`i < stream_chunks()`) to `out`: its grid chunk, or
-  /// with replacement one piece per range the drawn chunk touches.
+  /// Appends the rows of stream chunk `i` (`i < stream_chunks()`) to `out`: its grid chunk (or
+  /// slot: one piece per short chunk it holds), or with replacement one piece per range the
+  /// drawn chunk touches.
   void pieces(std::int64_t i, std::vector<Slice>& out) const {
     const Index& index = built();
-    if (layout_.replacement) drawn_chunk(index, i, out);
-    else out.push_back(chunk_at(index, i));
+    if (layout_.replacement) {
+      drawn_chunk(index, i, out);
+      return;
+    }
+    const std::uint64_t id = index.order ? (*index.order)(static_cast<std::uint64_t>(i)) : static_cast<std::uint64_t>(i);
+    chunk_pieces(index, id, 0, layout_.chunk_size, out);
   }
-  /// Stream chunk `i` when it is one piece (always without replacement; with replacement when
-  /// it lies in one range), else its first piece.
+  /// Stream chunk `i` when it is one piece (always for a grid chunk; with replacement when it
+  /// lies in one range), else its first piece.
   [[nodiscard]] Slice chunk(std::int64_t i) const {
     std::vector<Slice> out;
     pieces(i, out);
@@ -155,7 +174,8 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   }
 
  private:
-  // A short chunk of the grid at its place in the epoch's order.
+  // A chunk of fewer than chunk_size rows at its place in the epoch's order: a short chunk, or
+  // with slots the last one.
   struct Short {
     std::int64_t place;   // index in the order
     std::int64_t before;  // stream rows before it
@@ -169,6 +189,7 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     std::once_flag once;
     std::optional<Ranges::Grid> grid;
     std::optional<KeyedPermutation> order;
+    bool slots = false;  // the order is over the full chunks and the short chunks' slots
     std::once_flag shorts_once;
     std::vector<Short> shorts;  // by place
   };
@@ -184,39 +205,50 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
   }
 
   void build(Index& index) const {
-    index.grid.emplace(layout_.mask, layout_.chunk_size);
-    if (!layout_.replacement && layout_.shuffle)
-      index.order.emplace(static_cast<std::uint64_t>(index.grid->n_chunks()), chunk_key_);
+    const Ranges::Grid& grid = index.grid.emplace(layout_.mask, layout_.chunk_size);
+    if (layout_.replacement || !layout_.shuffle) return;
+    index.slots = grid.n_short() > placed_shorts;
+    const std::int64_t ids =
+        index.slots ? grid.n_full() + ceil_div(grid.short_rows(), layout_.chunk_size) : grid.n_chunks();
+    index.order.emplace(static_cast<std::uint64_t>(ids), chunk_key_);
   }
 
+  // The places of the order's chunks of fewer than chunk_size rows (shuffled epochs only).
   void place_shorts(Index& index) const {
     const std::int64_t c = layout_.chunk_size;
-    const std::int64_t n_chunks = index.grid->n_chunks();
-    // A range's first and last grid chunks are its only possibly short ones.
     const Ranges::Grid& grid = *index.grid;
     std::vector<std::uint64_t> chunks;
-    for (std::size_t r = 0; r < layout_.mask.size(); ++r) {
-      const Slice range = layout_.mask[r];
-      const std::int64_t first = grid.first_chunk(r);
-      const std::int64_t last = grid.first_chunk(r + 1) - 1;
-      const std::int64_t head_stop = std::min(range.stop, (grid.first_cell(r) + 1) * c);
-      if (head_stop - range.start < c) {
-        chunks.push_back(static_cast<std::uint64_t>(first));
-        index.shorts.push_back({.place = 0, .before = 0, .rows = head_stop - range.start});
+    if (index.slots) {
+      // Every slot is full but the last, when the short rows do not fill it.
+      const std::int64_t rest = grid.short_rows() % c;
+      if (rest != 0) {
+        chunks.push_back(static_cast<std::uint64_t>(grid.n_full() + grid.short_rows() / c));
+        index.shorts.push_back({.place = 0, .before = 0, .rows = rest});
       }
-      const std::int64_t tail_rows = range.stop - (grid.first_cell(r) + (last - first)) * c;
-      if (last > first && tail_rows < c) {
-        chunks.push_back(static_cast<std::uint64_t>(last));
-        index.shorts.push_back({.place = 0, .before = 0, .rows = tail_rows});
+    } else {
+      // A range's first and last grid chunks are its only possibly short ones.
+      for (std::size_t r = 0; r < layout_.mask.size(); ++r) {
+        const Slice range = layout_.mask[r];
+        const std::int64_t first = grid.first_chunk(r);
+        const std::int64_t last = grid.first_chunk(r + 1) - 1;
+        const std::int64_t head_stop = std::min(range.stop, (grid.first_cell(r) + 1) * c);
+        if (head_stop - range.start < c) {
+          chunks.push_back(static_cast<std::uint64_t>(first));
+          index.shorts.push_back({.place = 0, .before = 0, .rows = head_stop - range.start});
+        }
+        const std::int64_t tail_rows = range.stop - (grid.first_cell(r) + (last - first)) * c;
+        if (last > first && tail_rows < c) {
+          chunks.push_back(static_cast<std::uint64_t>(last));
+          index.shorts.push_back({.place = 0, .before = 0, .rows = tail_rows});
+        }
       }
     }
     // Their places in the order: one inverse lookup each, all at once (they overlap), then
-    // sorted by place; in row order they are sorted already.
+    // sorted by place (at most placed_shorts of them).
     std::vector<std::uint64_t> places(chunks.size());
-    if (index.order) index.order->map<true>(chunks, places);
-    else places = chunks;
+    index.order->map<true>(chunks, places);
     for (std::size_t i = 0; i < places.size(); ++i) index.shorts[i].place = static_cast<std::int64_t>(places[i]);
-    if (index.order) sort_by_place(index.shorts, n_chunks);
+    std::ranges::sort(index.shorts, {}, &Short::place);
     // Stream rows before each short chunk: the full chunks and short ones placed before it.
     std::int64_t place = 0;
     std::int64_t rows = 0;
@@ -228,74 +260,66 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     }
   }
 
-  // Sorts `shorts` by place (each in [0, bound)): least significant digit first, 11 bits a
-  // pass, so that the first request of a mask of 10^5 ranges does not wait on a comparison sort.
-  static void sort_by_place(std::vector<Short>& shorts, std::int64_t bound) {
-    constexpr int digit_bits = 11;
-    constexpr std::size_t digits = std::size_t{1} << digit_bits;
-    if (shorts.size() < digits) {
-      std::ranges::sort(shorts, {}, &Short::place);
-      return;
+  // Where stream row `row` lies: the place of its chunk (or slot) and the rows before it there.
+  struct Spot {
+    std::int64_t place;
+    std::int64_t offset;
+  };
+  [[nodiscard]] Spot locate(const Index& index, std::int64_t row) const {
+    const std::int64_t c = layout_.chunk_size;
+    if (!index.order) {
+      // In row order the stream is the union: its row-th observation, in the grid chunk of its cell.
+      const Ranges& mask = layout_.mask;
+      const std::size_t r = mask.range_at(row);
+      const std::int64_t at = mask[r].start + (row - mask.offset(r));
+      const std::int64_t chunk = index.grid->first_chunk(r) + (at / c - index.grid->first_cell(r));
+      return {chunk, at - std::max(mask[r].start, at / c * c)};
     }
-    std::vector<Short> sorted(shorts.size());
-    const auto bits = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(bound)));
-    for (int shift = 0; shift < bits; shift += digit_bits) {
-      const auto digit = [shift](const Short& s) {
-        return static_cast<std::size_t>((static_cast<std::uint64_t>(s.place) >> static_cast<unsigned>(shift)) &
-                                        (digits - 1));
-      };
-      std::vector<std::size_t> next(digits + 1, 0);
-      for (const Short& s : shorts) ++next[digit(s) + 1];
-      std::partial_sum(next.begin(), next.end(), next.begin());
-      for (const Short& s : shorts) sorted[next[digit(s)]++] = s;
-      shorts.swap(sorted);
-    }
+    // After the last short chunk that starts at or before it, every chunk is full (row 0 is at
+    // place 0, whatever the short chunks).
+    const std::span<const Short> placed = row == 0 ? std::span<const Short>() : shorts(index);
+    const auto after = std::ranges::upper_bound(placed, row, {}, &Short::before);
+    if (after == placed.begin()) return {row / c, row % c};
+    const Short& s = *(after - 1);
+    if (row < s.before + s.rows) return {s.place, row - s.before};
+    const std::int64_t past = row - s.before - s.rows;
+    return {s.place + 1 + past / c, past % c};
   }
 
-  // The grid chunk at place `i` of the epoch's order.
-  [[nodiscard]] static Slice chunk_at(const Index& index, std::int64_t i) {
-    const std::int64_t chunk =
-        index.order ? static_cast<std::int64_t>((*index.order)(static_cast<std::uint64_t>(i))) : i;
-    return index.grid->chunk(chunk);
+  // Appends the rows [offset, offset + rows) of the chunk (or slot) the order gives `id`, cut
+  // to its end, to `out`; returns the rows appended.
+  std::int64_t chunk_pieces(const Index& index, std::uint64_t id, std::int64_t offset, std::int64_t rows,
+                            std::vector<Slice>& out) const {
+    const Ranges::Grid& grid = *index.grid;
+    const auto i = static_cast<std::int64_t>(id);
+    if (!index.slots || i < grid.n_full()) {
+      const Slice chunk = index.slots ? grid.full_chunk(i) : grid.chunk(i);
+      const std::int64_t start = chunk.start + offset;
+      const std::int64_t stop = std::min(chunk.stop, start + rows);
+      out.push_back({start, stop});
+      return stop - start;
+    }
+    const std::int64_t first = (i - grid.n_full()) * layout_.chunk_size + offset;
+    const std::int64_t count = std::min(rows, std::min(grid.short_rows(), first - offset + layout_.chunk_size) - first);
+    grid.short_pieces(first, count, out);
+    return count;
   }
 
   // Appends the pieces of stream rows [begin, end) (begin < end) to `out`.
   void stream_pieces(const Index& index, std::int64_t begin, std::int64_t end, std::vector<Slice>& out) const {
-    const std::int64_t c = layout_.chunk_size;
-    // Where stream row `begin` lies: after the last short chunk that starts at or before it,
-    // every chunk is full (row 0 is at place 0, whatever the short chunks).
-    std::int64_t place = begin / c;
-    std::int64_t offset = begin % c;
-    const std::span<const Short> placed = begin == 0 ? std::span<const Short>() : shorts(index);
-    const auto after = std::ranges::upper_bound(placed, begin, {}, &Short::before);
-    if (after != placed.begin()) {
-      const Short& s = *(after - 1);
-      if (begin < s.before + s.rows) {
-        place = s.place;
-        offset = begin - s.before;
-      } else {
-        const std::int64_t past = begin - s.before - s.rows;
-        place = s.place + 1 + past / c;
-        offset = past % c;
-      }
-    }
+    Spot spot = locate(index, begin);
     // The places' chunks are looked up a few at a time, as many as the rows left need at
     // least (chunks hold at most chunk_size rows), so that their lookups overlap.
     constexpr std::int64_t at_once = 16;
     std::array<std::uint64_t, at_once> places{};
-    std::array<std::uint64_t, at_once> chunks{};
+    std::array<std::uint64_t, at_once> ids{};
     for (std::int64_t row = begin; row < end;) {
-      const auto m = static_cast<std::size_t>(std::min(at_once, ceil_div(end - row + offset, c)));
-      std::iota(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(m), static_cast<std::uint64_t>(place));
-      if (index.order) index.order->map(std::span<const std::uint64_t>(places.data(), m), std::span(chunks.data(), m));
-      else chunks = places;
-      for (std::size_t j = 0; j < m && row < end; ++j, ++place, offset = 0) {
-        const Slice chunk = index.grid->chunk(static_cast<std::int64_t>(chunks[j]));
-        const std::int64_t start = chunk.start + offset;
-        const std::int64_t stop = std::min(chunk.stop, start + (end - row));
-        out.push_back({start, stop});
-        row += stop - start;
-      }
+      const auto m = static_cast<std::size_t>(std::min(at_once, ceil_div(end - row + spot.offset, layout_.chunk_size)));
+      std::iota(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(m), static_cast<std::uint64_t>(spot.place));
+      if (index.order) index.order->map(std::span<const std::uint64_t>(places.data(), m), std::span(ids.data(), m));
+      else ids = places;
+      for (std::size_t j = 0; j < m && row < end; ++j, ++spot.place, spot.offset = 0)
+        row += chunk_pieces(index, ids[j], spot.offset, end - row, out);
     }
   }
 
