@@ -280,6 +280,54 @@ TEST_CASE("ClassSampler: the run-length rule names exactly the classes with shor
   CHECK(thrown > 100);
 }
 
+TEST_CASE("ClassSampler's scan keeps each sampled class's runs in row order, by code, dense codes or sparse",
+          "[class]") {
+  // The model: the run-length encoding of the codes, the runs of classes with a positive weight
+  // grouped by code (ascending), each class's in row order. Sparse codes (up to 2^31 - 1) take
+  // the scan's sort by code, dense ones its counting sort.
+  ConfigRng g(20261136U);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::int64_t chunk = g.between(1, 4);
+    const bool sparse = g.coin();
+    const auto n_classes = static_cast<std::int32_t>(g.between(1, 9));
+    std::vector<std::int32_t> names;
+    for (std::int32_t k = 0; k < n_classes; ++k)
+      names.push_back(sparse ? static_cast<std::int32_t>(g.between(0, std::numeric_limits<std::int32_t>::max())) : k);
+    Codes codes;
+    for (std::int64_t r = g.between(1, 30); r > 0; --r)
+      codes.insert(codes.end(), static_cast<std::size_t>(g.between(chunk, chunk + 3)),
+                   names[static_cast<std::size_t>(g.between(0, n_classes - 1))]);
+    std::map<std::int32_t, std::vector<cs::Slice>> model;
+    for (std::size_t i = 0, j = 0; i < codes.size(); i = j) {
+      for (j = i; j < codes.size() && codes[j] == codes[i]; ++j) {}
+      model[codes[i]].push_back({static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)});
+    }
+    std::vector<std::int32_t> expected_codes;
+    std::vector<cs::Slice> expected_runs;
+    for (const auto& [code, runs] : model) {
+      expected_codes.insert(expected_codes.end(), runs.size(), code);
+      expected_runs.insert(expected_runs.end(), runs.begin(), runs.end());
+    }
+    CAPTURE(trial, chunk, sparse, codes.size());
+    const cs::ClassRunTable table =
+        cs::ClassSampler(codes, {.chunk_size = chunk, .preload_nchunks = 1, .batch_size = 1, .num_samples = 10}).runs();
+    CHECK(table.codes == expected_codes);
+    CHECK(table.runs == expected_runs);
+    CHECK(table.n_classes == std::int64_t{*std::ranges::max_element(codes)} + 1);
+  }
+}
+
+TEST_CASE("ClassSampler: 10^5 classes of short runs are named 20 at a time, with a count of the rest", "[class]") {
+  Codes codes;
+  for (std::int32_t k = 0; k < 100'000; ++k) codes.insert(codes.end(), 3, k);
+  REQUIRE_THROWS_WITH(
+      cs::ClassSampler(codes, {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 1, .num_samples = 10}),
+      Catch::Matchers::Contains(
+          "classes with shorter runs: class 0 (1 short run, shortest 3), class 1 (1 short run, shortest 3)") &&
+          Catch::Matchers::Contains("class 19 (1 short run, shortest 3) and 99980 more; lower chunk_size") &&
+          !Catch::Matchers::Contains("class 20 ("));
+}
+
 TEST_CASE("ClassSampler is deterministic per (seed, epoch); epochs and seeds differ", "[class]") {
   ConfigRng g(8080);
   int compared = 0;

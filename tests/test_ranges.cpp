@@ -396,7 +396,8 @@ void check_cuts(const cs::Ranges& mask, ConfigRng& g) {
     CAPTURE(first, count);
     const cs::Ranges cut = mask.sub(first, count);
     REQUIRE(cut.count() == count);
-    for (const std::int64_t k : {std::int64_t{0}, count / 2, count - 1}) REQUIRE(cut.locate(k) == mask.locate(first + k));
+    for (const std::int64_t k : {std::int64_t{0}, count / 2, count - 1})
+      REQUIRE(cut.locate(k) == mask.locate(first + k));
     const std::int64_t c = g.between(1, 9);
     REQUIRE(cut.grid(c).n_chunks() == cut.n_chunks(c));
   }

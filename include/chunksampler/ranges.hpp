@@ -538,7 +538,8 @@ class Ranges::Grid {
     for (std::int64_t left = count; left > 0; ++r) {
       const Slice range = ranges_[r];
       const GridIndex::Edges e = GridIndex::edges(range, index.chunk_size);
-      const std::array<Slice, 2> pieces{Slice{range.start, range.start + e.head}, Slice{range.stop - e.tail, range.stop}};
+      const std::array<Slice, 2> pieces{Slice{range.start, range.start + e.head},
+                                        Slice{range.stop - e.tail, range.stop}};
       for (const Slice& piece : pieces) {
         if (piece.size() <= skip) {
           skip -= piece.size();

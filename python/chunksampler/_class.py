@@ -77,7 +77,9 @@ class ClassSampler(_MaskedSampler):
         options["mask"] = mask_from(mask)
         options["num_samples"] = index("num_samples", num_samples)
         categories = getattr(classes, "categories", None) if hasattr(classes, "codes") else None
-        labels = None if categories is None else list(categories)
+        # The categories themselves, not a list of them: listing 10^5 labels costs more than the
+        # scan of the codes, and only an error message needs any of them.
+        labels = categories
         options["class_weights"] = (
             [] if class_weights is None else _class_weights(type(self).__name__, class_weights, labels)
         )
@@ -171,7 +173,7 @@ class WeightedClassSampler(ClassSampler):
         )
 
 
-def _class_weights(sampler: str, weights: object, labels: list[Any] | None) -> list[float]:
+def _class_weights(sampler: str, weights: object, labels: Sequence[Any] | None) -> list[float]:
     """``class_weights`` as floats in the order of the class codes; with a Categorical, one per
     category."""
     pandas = sys.modules.get("pandas")
@@ -192,9 +194,11 @@ def _class_weights(sampler: str, weights: object, labels: list[Any] | None) -> l
 _SHORT_RUN = re.compile(r"class (\d+) \(\d+ short runs?, shortest \d+\)")
 
 
-def _with_labels(error: ConfigError, labels: list[Any] | None) -> ConfigError:
+def _with_labels(error: ConfigError, labels: Any) -> ConfigError:
     """The C++ run-length error, which names class codes, with the Categorical's labels added."""
     codes = [int(code) for code in _SHORT_RUN.findall(str(error))]
     if labels is None or not codes or max(codes) >= len(labels):
         return error
-    return ConfigError(f"{error} (by label: classes {[labels[code] for code in codes]!r})")
+    # Python scalars, as a list of the categories holds them (an Index's item may be a numpy one).
+    named = labels.take(codes).tolist() if hasattr(labels, "take") else [labels[code] for code in codes]
+    return ConfigError(f"{error} (by label: classes {named!r})")

@@ -111,7 +111,8 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
       drawn_chunk(index, i, out);
       return;
     }
-    const std::uint64_t id = index.order ? (*index.order)(static_cast<std::uint64_t>(i)) : static_cast<std::uint64_t>(i);
+    const std::uint64_t id =
+        index.order ? (*index.order)(static_cast<std::uint64_t>(i)) : static_cast<std::uint64_t>(i);
     chunk_pieces(index, id, 0, layout_.chunk_size, out);
   }
   /// Stream chunk `i` when it is one piece (always for a grid chunk; with replacement when it
@@ -315,7 +316,8 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
     std::array<std::uint64_t, at_once> ids{};
     for (std::int64_t row = begin; row < end;) {
       const auto m = static_cast<std::size_t>(std::min(at_once, ceil_div(end - row + spot.offset, layout_.chunk_size)));
-      std::iota(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(m), static_cast<std::uint64_t>(spot.place));
+      std::iota(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(m),
+                static_cast<std::uint64_t>(spot.place));
       if (index.order) index.order->map(std::span<const std::uint64_t>(places.data(), m), std::span(ids.data(), m));
       else ids = places;
       for (std::size_t j = 0; j < m && row < end; ++j, ++spot.place, spot.offset = 0)

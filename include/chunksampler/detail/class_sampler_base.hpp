@@ -31,8 +31,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -211,57 +213,96 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
       throw_config("{}: class_weights sum to {}; the sum must be finite", Derived::name, total);
   }
 
-  // Scans the codes once into runs: checks each code, keeps the runs of sampled classes with
-  // their prefix sums, collects the short runs of sampled classes, and hashes every run.
+  // Scans the codes into runs: checks the codes, keeps the runs of sampled classes with their
+  // prefix sums, collects the short runs of sampled classes, and hashes every run. Two passes
+  // over the codes, each without a map or an allocation per code: their range (which the
+  // compiler vectorizes), then the runs; the runs are then grouped by class.
   template <class T>
   void scan(std::span<const T> codes) {
     const std::vector<double>& weights = config_.class_weights;
     const std::int64_t chunk = config_.chunk_size;
     n_obs_ = std::ssize(codes);
-    struct Short {
-      std::int64_t runs = 0;
-      std::int64_t shortest = 0;
-    };
-    std::map<std::int32_t, Short> short_runs;
-    std::map<std::int32_t, ClassRuns> kept;
     std::int32_t max_code = -1;
-    std::uint64_t hash = 0x72756e73ULL;  // "runs"
-    std::int64_t start = 0;
-    for (std::int64_t i = 0; i < n_obs_; ++i) {
-      const T raw = codes[static_cast<std::size_t>(i)];
-      if (std::cmp_equal(raw, -1))
-        throw_config("{}: the classes contain NA values: codes[{}] is -1, pandas' code for NA; codes must be in "
-                     "[0, 2^31)",
-                     Derived::name, i);
-      if (std::cmp_less(raw, 0) || std::cmp_greater(raw, std::numeric_limits<std::int32_t>::max()))
-        throw_config("{}: codes[{}] ({}) must be in [0, 2^31)", Derived::name, i, raw);
-      const auto code = static_cast<std::int32_t>(raw);
-      if (!weights.empty() && static_cast<std::size_t>(code) >= weights.size())
-        throw_config("{}: codes[{}] ({}) has no weight: class_weights has {} entries, one per class code",
-                     Derived::name, i, code, weights.size());
-      max_code = std::max(max_code, code);
-      if (i + 1 < n_obs_ && codes[static_cast<std::size_t>(i + 1)] == raw) continue;
-      const Slice run{start, i + 1};
-      start = i + 1;
-      hash = derive(derive(hash, static_cast<std::uint64_t>(run.stop)), static_cast<std::uint64_t>(code));
-      const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
-      if (weight <= 0) continue;
-      if (run.size() < chunk) {
-        Short& s = short_runs[code];
-        s.shortest = s.runs == 0 ? run.size() : std::min(s.shortest, run.size());
-        ++s.runs;
-        continue;
+    if (!codes.empty()) {
+      T lo = codes.front();
+      T hi = codes.front();
+      for (const T x : codes) {
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
       }
-      ClassRuns& c = kept[code];
-      if (c.runs.empty()) c = {.code = code, .weight = weight, .runs = {}, .prefix = {0}};
-      c.runs.push_back(run);
-      c.prefix.push_back(c.prefix.back() + run.size() - chunk + 1);
+      if (std::cmp_less(lo, 0) || std::cmp_greater(hi, std::numeric_limits<std::int32_t>::max()) ||
+          (!weights.empty() && std::cmp_greater_equal(hi, weights.size())))
+        refuse_codes(codes);
+      max_code = static_cast<std::int32_t>(hi);
+    }
+    struct Run {
+      std::int32_t code;
+      Slice rows;
+    };
+    std::vector<Run> runs;
+    std::uint64_t hash = 0x72756e73ULL;  // "runs"
+    for (std::int64_t start = 0; start < n_obs_;) {
+      const T raw = codes[static_cast<std::size_t>(start)];
+      std::int64_t stop = start + 1;
+      while (stop < n_obs_ && codes[static_cast<std::size_t>(stop)] == raw) ++stop;
+      const auto code = static_cast<std::int32_t>(raw);
+      hash = derive(derive(hash, static_cast<std::uint64_t>(stop)), static_cast<std::uint64_t>(code));
+      runs.push_back({code, {start, stop}});
+      start = stop;
+    }
+    // By class code, each class's runs in row order: a counting sort where the codes are dense,
+    // else a stable sort.
+    const auto by_code = [](const Run& x, const Run& y) { return x.code < y.code; };
+    if (std::cmp_less(max_code, 2 * runs.size() + 65'536)) {
+      std::vector<std::size_t> next(static_cast<std::size_t>(max_code) + 2, 0);
+      for (const Run& r : runs) ++next[static_cast<std::size_t>(r.code) + 1];
+      std::partial_sum(next.begin(), next.end(), next.begin());
+      std::vector<Run> sorted(runs.size());
+      for (const Run& r : runs) sorted[next[static_cast<std::size_t>(r.code)]++] = r;
+      runs.swap(sorted);
+    } else {
+      std::ranges::stable_sort(runs, by_code);
+    }
+    struct Short {
+      std::int32_t code;
+      std::int64_t runs;
+      std::int64_t shortest;
+    };
+    std::vector<Short> short_runs;
+    std::vector<ClassRuns> kept;
+    for (std::size_t i = 0; i < runs.size();) {
+      const std::int32_t code = runs[i].code;
+      std::size_t end = i;
+      while (end < runs.size() && runs[end].code == code) ++end;
+      const double weight = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(code)];
+      for (; weight > 0 && i < end; ++i) {
+        const Slice run = runs[i].rows;
+        if (run.size() < chunk) {
+          if (short_runs.empty() || short_runs.back().code != code) short_runs.push_back({code, 0, run.size()});
+          Short& s = short_runs.back();
+          s.shortest = std::min(s.shortest, run.size());
+          ++s.runs;
+          continue;
+        }
+        if (kept.empty() || kept.back().code != code)
+          kept.push_back({.code = code, .weight = weight, .runs = {}, .prefix = {0}});
+        ClassRuns& c = kept.back();
+        c.runs.push_back(run);
+        c.prefix.push_back(c.prefix.back() + run.size() - chunk + 1);
+      }
+      i = end;
     }
     if (!short_runs.empty()) {
+      // The first classes by code, so that 10^5 classes of short runs give a message, not a page.
+      constexpr std::size_t listed = 20;
       std::string list;
-      for (const auto& [code, s] : short_runs)
+      for (std::size_t i = 0; i < std::min(listed, short_runs.size()); ++i) {
+        const Short& s = short_runs[i];
         fmt::format_to(std::back_inserter(list), "{}class {} ({} short run{}, shortest {})", list.empty() ? "" : ", ",
-                       code, s.runs, s.runs == 1 ? "" : "s", s.shortest);
+                       s.code, s.runs, s.runs == 1 ? "" : "s", s.shortest);
+      }
+      if (short_runs.size() > listed)
+        fmt::format_to(std::back_inserter(list), " and {} more", short_runs.size() - listed);
       throw_config(
           "{}: every run of a class with a positive weight must be at least chunk_size ({}) observations long; "
           "classes with shorter runs: {}; lower chunk_size, regroup the observations, or give these classes weight 0",
@@ -271,9 +312,28 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
     runs_hash_ = hash;
     auto table = std::make_shared<ClassTable>();
     table->chunk_size = chunk;
-    table->classes.reserve(kept.size());
-    for (auto& entry : kept) table->classes.push_back(std::move(entry.second));
+    table->classes = std::move(kept);
     table_ = std::move(table);
+  }
+
+  // Throws for the first code out of range, as the scan found one: NA (-1), outside
+  // [0, 2^31), or without a weight.
+  template <class T>
+  [[noreturn]] void refuse_codes(std::span<const T> codes) const {
+    const std::vector<double>& weights = config_.class_weights;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      const T raw = codes[i];
+      if (std::cmp_equal(raw, -1))
+        throw_config("{}: the classes contain NA values: codes[{}] is -1, pandas' code for NA; codes must be in "
+                     "[0, 2^31)",
+                     Derived::name, i);
+      if (std::cmp_less(raw, 0) || std::cmp_greater(raw, std::numeric_limits<std::int32_t>::max()))
+        throw_config("{}: codes[{}] ({}) must be in [0, 2^31)", Derived::name, i, raw);
+      if (!weights.empty() && std::cmp_greater_equal(raw, weights.size()))
+        throw_config("{}: codes[{}] ({}) has no weight: class_weights has {} entries, one per class code",
+                     Derived::name, i, raw, weights.size());
+    }
+    throw std::logic_error("refuse_codes: every code is in range");
   }
 
   // Takes the runs of another sampler's scan, checked as the scan would have kept them.
