@@ -9,17 +9,21 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "python" / "bench_python.py"
+SCRIPTS = Path(__file__).resolve().parents[2] / "benchmarks" / "python"
+
+
+def smoke(script: str, timeout: int) -> str:
+    """Runs ``script --smoke`` and returns its output, failing the test on a non-zero exit."""
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), "--smoke"], capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def test_bench_python_smoke_agrees_and_exits_0():
     # --smoke exits 1 when sample(), sample_arrays() and the expected count of indices disagree.
-    result = subprocess.run([sys.executable, str(SCRIPT), "--smoke"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "ns/index" in result.stdout
-
-
-GRAIN_SCRIPT = SCRIPT.parent / "bench_grain.py"
+    assert "ns/index" in smoke("bench_python.py", 120)
 
 
 def test_bench_grain_smoke_checks_and_exits_0():
@@ -28,12 +32,7 @@ def test_bench_grain_smoke_checks_and_exits_0():
     # batch does not hold the store's values or an epoch of ours misses a row.
     pytest.importorskip("grain")
     pytest.importorskip("zarr")
-    result = subprocess.run([sys.executable, str(GRAIN_SCRIPT), "--smoke"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "ChunkDataset rows/s" in result.stdout
-
-
-CLASS_SCRIPT = SCRIPT.parent / "bench_class.py"
+    assert "ChunkDataset rows/s" in smoke("bench_grain.py", 300)
 
 
 def test_bench_class_smoke_agrees_and_exits_0():
@@ -41,6 +40,5 @@ def test_bench_class_smoke_agrees_and_exits_0():
     # (about 15 s); it exits 1 when an epoch of either holds other than N positions.
     pytest.importorskip("annbatch")
     pytest.importorskip("pandas")
-    result = subprocess.run([sys.executable, str(CLASS_SCRIPT), "--smoke"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("| ClassSampler |") == 4 and result.stdout.count("| WeightedClassSampler |") == 4
+    out = smoke("bench_class.py", 300)
+    assert out.count("| ClassSampler |") == 4 and out.count("| WeightedClassSampler |") == 4
