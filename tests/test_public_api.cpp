@@ -196,7 +196,7 @@ TEST_CASE("a state shows what users need through accessors that match its text",
   // Pinned, as the README shows it: a change to the fingerprint would refuse every checkpoint.
   CHECK(sampler.fingerprint() == 0xd6ca4225b2c5492aULL);
   const std::string text = state.to_string();
-  CHECK(text == fmt::format("chunksampler-state/6 fingerprint={:016x} order_generation=1 seed=11 epoch=4 n_obs=1000 "
+  CHECK(text == fmt::format("chunksampler-state/6 fingerprint={:016x} order_generation=2 seed=11 epoch=4 n_obs=1000 "
                             "batches_done=6 world_size=1 num_workers=3 worker=1 plan_world_size=1 runs=all dealt_at=0",
                             sampler.fingerprint()));
   CHECK(cs::SamplerState::parse(text) == state);

@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -610,7 +611,10 @@ TEST_CASE("a state of chunksampler 0.3 (format 5) restores where the order is of
     S played = legacy.sampler;
     played.set_epoch(2);
     const support::Batches whole = support::observations(support::collect(played.sample(legacy.n_obs)));
-    CHECK(played.state(3) == state);
+    // (recording this version's generation: RandomSampler's is 2, which reads these orders alike)
+    CHECK(played.state(3) == support::edited(state, [](cs::detail::StateFields& f) {
+            f.order_generation = cs::detail::order_generation_of<S>;
+          }));
     REQUIRE(whole.size() > 3);
     S restored = legacy.sampler;
     restored.restore(state);
@@ -625,7 +629,8 @@ TEST_CASE("a state of another generation of the order is refused, naming the sam
     using S = std::remove_cvref_t<decltype(legacy.sampler)>;
     INFO(order);
     const cs::SamplerState current = cs::SamplerState::parse(legacy.text);
-    for (const std::uint32_t generation : {2U, 0xffffffffU}) {
+    constexpr std::uint32_t generation_now = cs::detail::order_generation_of<S>;
+    for (const std::uint32_t generation : {generation_now + 1, 0xffffffffU}) {
       const cs::SamplerState forged =
           support::edited(current, [&](cs::detail::StateFields& f) { f.order_generation = generation; });
       // the generation goes through the text and back
@@ -638,11 +643,58 @@ TEST_CASE("a state of another generation of the order is refused, naming the sam
       const std::string message = refusal([&] { sampler.restore(cs::SamplerState::parse(text)); });
       INFO(message);
       CHECK_THAT(message, Contains(fmt::format("written by generation {} of {}'s order", generation, order)));
-      CHECK_THAT(message, Contains("this version draws generation 1: take a new state"));
+      CHECK_THAT(message, Contains(fmt::format("this version draws generation {}", generation_now)) &&
+                              Contains("take a new state"));
       CHECK_THROWS_AS(sampler.restore(forged), cs::StateMismatchError);
       CHECK(sampler.epoch() == 0);  // refused, not half-applied
     }
   });
+}
+
+TEST_CASE("RandomSampler's generation 2 restores generation 1's states where its orders are unchanged, and only there",
+          "[restore][generation]") {
+  // Generation 2 orders the slots of a mask's short chunks past 256 of them. Over at most 128
+  // ranges (or none, or with replacement) no order changed, and a state of generation 1 restores
+  // to the same rest of the epoch; over more, one is refused, and the message says so.
+  const auto ranges = [](std::int64_t count) {
+    std::vector<cs::Slice> slices;
+    for (std::int64_t i = 0; i < count; ++i) slices.push_back({10 * i + 3, 10 * i + 8});
+    return cs::Ranges(slices);
+  };
+  const auto options = [](const cs::Ranges& mask, bool replacement) {
+    return cs::RandomOptions{
+        .chunk_size = 4, .preload_nchunks = 2, .batch_size = 4, .mask = mask, .seed = 9, .replacement = replacement};
+  };
+  const auto generation_1 = [](const cs::SamplerState& s) {
+    return support::edited(s, [](cs::detail::StateFields& f) { f.order_generation = 1; });
+  };
+  for (const auto& [count, replacement, restores] :
+       {std::tuple{128, false, true}, std::tuple{129, false, false}, std::tuple{400, true, true}}) {
+    CAPTURE(count, replacement);
+    const cs::RandomSampler sampler(options(ranges(count), replacement));
+    REQUIRE(sampler.oldest_order_generation() == (restores ? 1U : 2U));
+    const std::int64_t n_obs = 10 * count;
+    cs::RandomSampler played = sampler;
+    const support::Batches whole = support::observations(support::collect(played.sample(n_obs)));
+    const cs::SamplerState old = generation_1(played.state(3));
+    cs::RandomSampler restored = sampler;
+    if (restores) {
+      restored.restore(old);
+      CHECK(support::observations(support::collect(restored.sample(n_obs))) ==
+            support::Batches(whole.begin() + 3, whole.end()));
+    } else {
+      const std::string message = refusal([&] { restored.restore(old); });
+      CHECK_THAT(message, Contains("written by generation 1 of RandomSampler's order; this version draws generation "
+                                   "2: take a new state"));
+    }
+    // Under DistributedSampler, the same.
+    const cs::DistributedSampler dist(sampler, cs::DistInfo{.rank = 1, .world_size = 2});
+    cs::DistributedSampler dist_played = dist;
+    { auto epoch = dist_played.sample(n_obs); }
+    cs::DistributedSampler dist_restored = dist;
+    if (restores) CHECK_NOTHROW(dist_restored.restore(generation_1(dist_played.state(1))));
+    else CHECK_THROWS_AS(dist_restored.restore(generation_1(dist_played.state(1))), cs::StateMismatchError);
+  }
 }
 
 }  // namespace test_restore_checks

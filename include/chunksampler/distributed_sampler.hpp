@@ -226,6 +226,10 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
     return wrapped_shard(n_obs, epoch, plan_world_size(epoch)).mask;
   }
 
+  /// The generation of the order it deals: the wrapped sampler's, which its states record (it
+  /// deals that order without a stream of its own).
+  static constexpr std::uint32_t order_generation = detail::order_generation_of<S>;
+
   /// Throws `ConfigError` if this rank's epoch over `n_obs` cannot be served.
   void validate(std::int64_t n_obs) const { (void)lay_out(n_obs, this->epoch(), nullptr, false); }
 
@@ -235,9 +239,6 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
 
   friend Driver;
   static constexpr std::string_view name = "DistributedSampler";
-  // It deals the wrapped sampler's order without a stream of its own: its states are of that
-  // sampler's generation.
-  static constexpr std::uint32_t order_generation = detail::order_generation_of<S>;
 
   // The layout policy of a rank (see EpochDriver): this rank's batches of each epoch.
   [[nodiscard]] std::int64_t readers() const noexcept { return info_.world_size; }
@@ -249,7 +250,9 @@ class DistributedSampler : public EpochDriver<DistributedSampler<S>, detail::pla
           "DistributedSampler: restore: the state is of world_size {}, this job has {}; contiguous shards cannot "
           "change world size (use ShardMode::global for elastic restarts)",
           f.world_size, info_.world_size);
-    detail::check_state_of(name, state, fingerprint(), seed(), {detail::sampler_name_of<S>, order_generation});
+    detail::check_state_of(name, state, fingerprint(), seed(),
+                           {detail::sampler_name_of<S>, order_generation,
+                            detail::oldest_order_generation_of(sampler_)});
     if (options_.mode == ShardMode::contiguous && (f.plan_world_size != f.world_size || f.runs))
       detail::throw_state_mismatch(
           "DistributedSampler: restore: a contiguous-mode state has no runs and one world size");

@@ -8,8 +8,11 @@
 #include <chunksampler/sampler_state.hpp>
 #include <chunksampler/worker_info.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -24,6 +27,16 @@ inline constexpr std::uint32_t order_generation_of = [] {
   if constexpr (requires { std::uint32_t{S::order_generation}; }) return std::uint32_t{S::order_generation};
   return std::uint32_t{1};
 }();
+
+/// The oldest generation whose states `sampler` restores: where a new generation left this
+/// configuration's orders as they were, its states of the generations before restore too. A
+/// sampler says so with `oldest_order_generation()`; else only its own generation's.
+template <class S>
+[[nodiscard]] std::uint32_t oldest_order_generation_of(const S& sampler) {
+  if constexpr (requires { std::uint32_t{sampler.oldest_order_generation()}; })
+    return sampler.oldest_order_generation();
+  else return order_generation_of<S>;
+}
 
 }  // namespace chunksampler::detail
 
@@ -261,10 +274,13 @@ class EpochDriver {
 
 namespace chunksampler::detail {
 
-/// The order a sampler reads: the sampler that draws it (`name`) and its `order_generation`.
+/// The order a sampler reads: the sampler that draws it (`name`), its `order_generation`, and
+/// the oldest generation whose orders this configuration reads alike (`oldest`, at most
+/// `generation`).
 struct OrderGeneration {
   std::string_view sampler;
   std::uint32_t generation;
+  std::uint32_t oldest;
 };
 
 /// Throws unless `state` was taken from a sampler of this configuration and seed, in the
@@ -275,11 +291,14 @@ inline void check_state_of(std::string_view sampler, const SamplerState& state, 
   if (state.fingerprint() != fingerprint)
     throw_state_mismatch("{}: restore: the state's fingerprint ({:016x}) is not this configuration's ({:016x})",
                          sampler, state.fingerprint(), fingerprint);
-  if (state.order_generation() != order.generation)
+  if (state.order_generation() > order.generation || state.order_generation() < order.oldest)
     throw_state_mismatch(
-        "{}: restore: the state was written by generation {} of {}'s order; this version draws generation {}: take "
-        "a new state",
-        sampler, state.order_generation(), order.sampler, order.generation);
+        "{}: restore: the state was written by generation {} of {}'s order; this version draws generation {}{}: "
+        "take a new state",
+        sampler, state.order_generation(), order.sampler, order.generation,
+        order.oldest < order.generation
+            ? fmt::format(" (and reads generation {} on, for this configuration)", order.oldest)
+            : std::string());
   if (state.seed() != seed)
     throw_state_mismatch("{}: restore: the state's seed ({}) is not this sampler's ({})", sampler, state.seed(), seed);
 }

@@ -48,7 +48,17 @@ struct RandomOptions {
 class RandomSampler : public ChunkSamplerBase<RandomSampler> {
  public:
   static constexpr std::string_view name = "RandomSampler";
-  static constexpr std::uint32_t order_generation = 1;  ///< of its order: bumped when it changes; states record it
+  /// Of its order: bumped when it changes; states record it. Generation 2 (chunksampler 0.4)
+  /// orders the slots of a mask's short chunks where it has more than 256 of them.
+  static constexpr std::uint32_t order_generation = 2;
+
+  /// The oldest generation whose states it restores: 1 where generation 2 changed none of its
+  /// orders, with replacement or over at most 128 ranges (at most 256 short chunks, in any
+  /// shard of them); else 2.
+  [[nodiscard]] std::uint32_t oldest_order_generation() const noexcept {
+    const std::optional<Ranges>& mask = config_.mask;
+    return config_.replacement || !mask || mask->size() <= 128 ? 1U : 2U;
+  }
 
   /// Checks `options`; throws `ConfigError` naming the first bad one.
   explicit RandomSampler(const RandomOptions& options)

@@ -65,7 +65,8 @@ class SamplerBase : public EpochDriver<Derived, Plan> {
   [[nodiscard]] static constexpr bool redeals(const detail::StateFields&, const WorkerInfo&) noexcept { return false; }
   void check_restore(const SamplerState& state) const {
     detail::check_state_of(Derived::name, state, self().fingerprint(), rng_.seed(),
-                           {Derived::name, detail::order_generation_of<Derived>});
+                           {Derived::name, detail::order_generation_of<Derived>,
+                            detail::oldest_order_generation_of(self())});
     const detail::StateFields& f = detail::StateAccess::fields(state);
     if (f.world_size != 1 || f.plan_world_size != 1 || f.runs)
       detail::throw_state_mismatch(
