@@ -513,9 +513,9 @@ class Ranges::Grid {
     if (i < 0 || i >= n_full())
       detail::throw_config("Ranges::Grid::full_chunk: i ({}) must be in [0, {})", i, n_full());
     const std::size_t r = index.fulls.find(index.full_before, i);
-    const Slice range = ranges_[r];
     const std::int64_t c = index.chunk_size;
-    const bool head_short = GridIndex::edges(range, c).head > 0;
+    // A range that holds a full chunk has a short head exactly when it starts off the grid.
+    const bool head_short = ranges_[r].start != index.first_cell[r] * c;
     const std::int64_t cell = index.first_cell[r] + (head_short ? 1 : 0) + (i - index.full_before[r]);
     return {cell * c, cell * c + c};
   }

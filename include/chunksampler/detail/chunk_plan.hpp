@@ -228,20 +228,17 @@ class ChunkPlan : public RequestGrid<ChunkPlan> {
       }
     } else {
       // A range's first and last grid chunks are its only possibly short ones.
+      const auto add_if_short = [&](std::int64_t j) {
+        const std::int64_t rows = grid.chunk(j).size();
+        if (rows == c) return;
+        chunks.push_back(static_cast<std::uint64_t>(j));
+        index.shorts.push_back({.place = 0, .before = 0, .rows = rows});
+      };
       for (std::size_t r = 0; r < layout_.mask.size(); ++r) {
-        const Slice range = layout_.mask[r];
         const std::int64_t first = grid.first_chunk(r);
         const std::int64_t last = grid.first_chunk(r + 1) - 1;
-        const std::int64_t head_stop = std::min(range.stop, (grid.first_cell(r) + 1) * c);
-        if (head_stop - range.start < c) {
-          chunks.push_back(static_cast<std::uint64_t>(first));
-          index.shorts.push_back({.place = 0, .before = 0, .rows = head_stop - range.start});
-        }
-        const std::int64_t tail_rows = range.stop - (grid.first_cell(r) + (last - first)) * c;
-        if (last > first && tail_rows < c) {
-          chunks.push_back(static_cast<std::uint64_t>(last));
-          index.shorts.push_back({.place = 0, .before = 0, .rows = tail_rows});
-        }
+        add_if_short(first);
+        if (last > first) add_if_short(last);
       }
     }
     // Their places in the order: one inverse lookup each, all at once (they overlap), then
