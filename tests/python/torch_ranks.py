@@ -46,6 +46,7 @@ def main() -> None:
         report[name] = gathered
     if dist.get_rank() == 0:
         Path(sys.argv[2]).write_text(json.dumps(report))
+    dist.barrier()  # every rank done before any tears down (as examples/python/train.py)
     dist.destroy_process_group()
 
 
