@@ -15,8 +15,9 @@ folders.
         --resume work/train/ckpt.pt
 
 The first writes the data (if missing) and then trains one uninterrupted epoch; the second
-"crashes" after 17 batches; the third ends that epoch. The checkpoints come every 5 batches, so
-the last one before the crash was taken after batch 15 (counting from 1): the resumed run trains
+crashes after 17 batches (every rank exits at once, with status 3, and torchrun with 1); the third
+ends that epoch. The checkpoints come every 5 batches, so the last one before the crash was taken
+after batch 15 (counting from 1): the resumed run trains
 batches 16 and 17 again, from the checkpoint's model and optimizer, and each batch is in the final
 model once. torchrun is the one of the Python that has chunksampler, h5py and torch (and, for
 --make-data, anndata); Debian's torch 1.13 needs `python3 -m torch.distributed.run --standalone
@@ -67,8 +68,9 @@ def parse_args():
                         help="batches between checkpoints (%(default)s)")
     parser.add_argument("--resume", metavar="PATH", help="a checkpoint to continue from")
     parser.add_argument("--stop-after", type=int, metavar="K",
-                        help="simulate a crash: stop after K training steps of this run (the steps after the last "
-                             "checkpoint are trained again on --resume)")
+                        help="crash after K training steps of this run: every rank exits with status 3, without "
+                             "clean-up (os._exit), once --record is written (the steps after the last checkpoint are "
+                             "trained again on --resume)")
     parser.add_argument("--record", metavar="DIR", help="write each rank's consumed observations to DIR/rank<R>.npz")
     args = parser.parse_args()
     if "RANK" not in os.environ:
@@ -245,10 +247,15 @@ def main():
 
     progress = Progress()
     finished = train(args, data, sampler, model, optimizer, done, progress)
-    print(f"rank {rank}: {progress.summary()}" + ("" if finished else "; stopped by --stop-after"), flush=True)
+    print(f"rank {rank}: {progress.summary()}" + ("" if finished else "; killed by --stop-after"), flush=True)
     if args.record:
         os.makedirs(args.record, exist_ok=True)
         progress.save(os.path.join(args.record, f"rank{rank}.npz"))
+    if not finished:
+        # Every rank's record written (torchrun ends the others once one has failed), then the crash:
+        # no checkpoint, no teardown, as a killed process.
+        dist.barrier()
+        os._exit(3)
     # Every rank done before any tears its connections down, as PyTorch's own tests wait: in a
     # loaded CI run one rank aborted in teardown while the other was still running.
     dist.barrier()

@@ -10,11 +10,14 @@ by chunksampler; a run stopped mid-epoch resumes from its checkpoint exactly whe
 ChunkTrainer wraps the RandomSampler in a DistributedSampler of each process: its own shard of the
 2,048 rows (16 batches of 64 per process and epoch), a new order every epoch. A checkpoint is
 saved every 20 steps into the directory given (the Trainer's output_dir, where it writes
-everything); at each epoch's end process 0 prints what the processes trained.
+everything); at each epoch's end process 0 prints what the processes trained, and at the end a
+checksum of the model's weights. `--stop-after K` kills every process after step K, with no
+clean-up (os._exit), as a crash between two checkpoints would; torchrun then exits non-zero.
 """
 
 import argparse
 import math
+import os
 
 import numpy as np
 import torch
@@ -53,7 +56,8 @@ class Model(torch.nn.Module):
 
 
 class Report(transformers.TrainerCallback):
-    """At each epoch's end, process 0 prints what every process trained; stops at --stop-after."""
+    """At each epoch's end, process 0 prints what every process trained, and at the end the
+    weights; kills the processes at --stop-after."""
 
     def __init__(self, model, stop_after):
         self.model, self.stop_after, self.first = model, stop_after, 0
@@ -66,9 +70,15 @@ class Report(transformers.TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == self.stop_after:
             if args.process_index == 0:
-                print(f"stopped after step {state.global_step} (epoch {math.floor(state.epoch)}, "
+                print(f"killed after step {state.global_step} (epoch {math.floor(state.epoch)}, "
                       f"batch {self.first + len(self.model.trained) - 1})", flush=True)
-            raise SystemExit(0)
+            os._exit(3)  # no clean-up, no save: a crash
+
+    def on_train_end(self, args, state, control, **kwargs):
+        weights = self.model.layer.weight.detach()
+        if args.process_index == 0:
+            print(f"{state.global_step} steps; weights {weights.sum().item():.6f} (sum), "
+                  f"{weights.norm().item():.6f} (norm)", flush=True)
 
     def on_epoch_end(self, args, state, control, **kwargs):
         mine = torch.cat(self.model.trained)
@@ -87,10 +97,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", help="the Trainer's output_dir: DIR/checkpoint-K every 20 steps")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--stop-after", type=int, help="stop (as if the job died) after this many steps")
+    parser.add_argument("--stop-after", type=int, help="kill every process after this many steps, as a crash would")
     parser.add_argument("--resume", help="a checkpoint directory the Trainer wrote")
     args = parser.parse_args()
 
+    transformers.set_seed(0)  # the same initial weights in every run, so that a resumed run can be compared
     model = Model()
     training = transformers.TrainingArguments(
         output_dir=args.dir, num_train_epochs=args.epochs, save_strategy="steps", save_steps=20, learning_rate=0.01,
@@ -104,6 +115,10 @@ def main():
         callbacks=[Report(model, args.stop_after)],
     )
     trainer.train(resume_from_checkpoint=args.resume)
+    # Every process done before any tears its connections down (gloo can abort a process that exits
+    # while its peer still talks to it).
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import Literal, Union
 
@@ -9,7 +11,7 @@ from . import _chunksampler
 from ._convert import index
 from ._errors import ConfigError, DistEnvironmentError
 
-__all__ = ["DistInfo", "resolve_dist_info"]
+__all__ = ["DistInfo", "accelerate_hint", "resolve_dist_info"]
 
 DistInfo = Union[Literal["torch", "jax", "env"], Callable[[], "tuple[int, int]"]]
 
@@ -26,11 +28,64 @@ def torch_job() -> tuple[int, int] | None:
 def _torch() -> tuple[int, int]:
     job = torch_job()
     if job is None:
+        accelerate = accelerate_hint()
+        if accelerate is not None:
+            raise DistEnvironmentError(f"dist_info='torch': torch.distributed is not initialized. {accelerate}")
         raise DistEnvironmentError(
             "torch.distributed is not initialized; call torch.distributed.init_process_group() before "
             "creating a DistributedSampler with dist_info='torch'"
         )
     return job
+
+
+def accelerate_hint() -> str | None:
+    """Where Hugging Face Accelerate runs this program as one process (its state's
+    ``distributed_type`` is NO), what that state is and what to change so that it starts the
+    process group: the launch, not a call, since Accelerate's launcher (or the Trainer's) makes it.
+    None where Accelerate is not in use (never imported, no state made, not launched by
+    ``accelerate launch``) or runs several processes.
+
+    ``accelerate launch --num_processes N`` without ``--multi_gpu`` (or a config that says so)
+    starts one process on a CPU machine, with ``MASTER_ADDR``/``MASTER_PORT`` set for the N it was
+    asked for and no ``RANK``; the Trainer run as ``python script.py`` is one process as well.
+    Reads ``sys.modules`` and the environment only: imports nothing."""
+    launched = "ACCELERATE_MIXED_PRECISION" in os.environ  # every `accelerate launch` sets it
+    state_module = sys.modules.get("accelerate.state")
+    shared = dict(state_module.PartialState._shared_state) if state_module is not None else {}
+    if not shared and not launched:
+        return None
+    processes = shared.get("num_processes", 1)
+    distributed_type = getattr(shared.get("distributed_type"), "value", shared.get("distributed_type"))
+    if processes > 1 or (distributed_type not in (None, "NO")):
+        return None
+    seen = (
+        f"Accelerate runs this program as {processes} process (its state: distributed_type={distributed_type}, "
+        f"num_processes={processes})"
+        if shared
+        else "Accelerate's launcher started this process, and no Accelerator() has been made yet"
+    )
+    if launched and "MASTER_PORT" in os.environ and "RANK" not in os.environ:
+        seen += (
+            "; `accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
+            "--multi_gpu, started one"
+        )
+    trainer = "transformers" in sys.modules
+    fix = (
+        "Launch the script with `accelerate launch --multi_gpu --num_processes N script.py` (--multi_gpu on a "
+        "CPU machine too: it makes Accelerate start the N processes with torchrun; Accelerator(cpu=True) then "
+        "runs them on the CPU), or choose multi-GPU in `accelerate config`"
+    )
+    if trainer:
+        fix += (
+            "; under the Hugging Face Trainer, `torchrun --nproc-per-node N script.py` does it too, and "
+            "ChunkTrainer takes the plain sampler and shards it by the Trainer's own process index and count"
+        )
+    else:
+        fix += ", then make the Accelerator() before the DistributedSampler"
+    return (
+        f"{seen}, so no process group was started. {fix}. For one process on purpose, use the sampler without "
+        "DistributedSampler (prepare_loader accepts it), or dist_info=lambda: (0, 1)."
+    )
 
 
 def _launcher() -> tuple[int, int] | None:

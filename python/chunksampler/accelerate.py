@@ -48,6 +48,7 @@ from accelerate.data_loader import DataLoaderStateMixin
 from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
+from ._dist import accelerate_hint
 from ._errors import NotADataLoaderError
 from ._integration import AnySampler, agree_every_rank
 from ._samplers import DistributedSampler
@@ -123,11 +124,14 @@ def _problem(accelerator: Accelerator, sampler: AnySampler) -> str | None:
             )
         return None
     if (sampler.rank, sampler.world_size) != (index, processes):
-        return (
+        problem = (
             f"the sampler's dist_info gave rank {sampler.rank} of world_size {sampler.world_size}, but this is "
-            f"process {index} of the accelerator's {processes}: use DistributedSampler(sampler, dist_info='torch'), "
-            "made after Accelerator()"
+            f"process {index} of the accelerator's {processes}"
         )
+        launch = accelerate_hint() if processes == 1 else None
+        if launch is not None:
+            return f"{problem}. {launch}"
+        return f"{problem}: use DistributedSampler(sampler, dist_info='torch'), made after Accelerator()"
     return None
 
 

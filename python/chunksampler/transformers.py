@@ -28,6 +28,7 @@ from typing import Any
 
 import transformers
 
+from ._dist import accelerate_hint
 from ._errors import ConfigError, StateError
 from ._integration import BASES, AnySampler, agree_every_rank, check_sampler
 from ._samplers import DistributedSampler
@@ -101,8 +102,13 @@ class ChunkTrainerMixin:
         elif (sampler.rank, sampler.world_size) != (args.process_index, args.world_size):
             problem = (
                 f"{split}_sampler's dist_info gave rank {sampler.rank} of world_size {sampler.world_size}, "
-                f"but this is process {args.process_index} of the Trainer's {args.world_size}: pass the plain "
-                "sampler (the Trainer wraps it) or a DistributedSampler(sampler, dist_info='torch')"
+                f"but this is process {args.process_index} of the Trainer's {args.world_size}"
+            )
+            launch = accelerate_hint() if args.world_size == 1 else None
+            problem += (
+                f". {launch}"
+                if launch is not None
+                else ": pass the plain sampler (the Trainer wraps it) or a DistributedSampler(sampler, dist_info='torch')"
             )
         # Each process's own sampler decides, so every process hears of any one's problem: one that
         # raised alone would leave the others waiting in the loader's first collective.

@@ -16,6 +16,9 @@ every rank leaves no collective waiting).
   ``accelerator.save_state``, 3 batches more and a stop; then new objects and an Accelerator of their
   own, ``accelerator.load_state`` and the epochs to the end;
 - ``accumulate``: one epoch under ``Accelerator(gradient_accumulation_steps=3)``;
+- with ``--one-process`` (launched without ``--multi_gpu``: one process), ``one-process-torch``
+  (``dist_info="torch"``) and ``one-process-prepare`` (``prepare_loader`` of a sampler of 2 ranks)
+  instead of the parts here;
 - the refusals: ``plain`` (``accelerator.prepare`` of a torch DataLoader over a BatchSampler),
   ``plain-split`` and ``plain-dispatch`` (the same with ``split_batches``/``dispatch_batches``),
   ``split``/``dispatch`` (``prepare_loader`` under those), ``not-distributed`` (a RandomSampler on 2
@@ -177,8 +180,21 @@ def skip() -> dict:
     return {"len": len(skipped)}
 
 
+def one_process(out: Path) -> None:
+    """Under ``accelerate launch --num_processes 2`` without ``--multi_gpu``, which starts one process
+    with no process group: what ``dist_info="torch"`` and ``prepare_loader`` say."""
+    accelerator = Accelerator(cpu=True)
+    attempt(out, "one-process-torch", accelerator.process_index,
+            lambda: {"rank": cs.DistributedSampler(base(), dist_info="torch").rank})
+    attempt(out, "one-process-prepare", accelerator.process_index,
+            lambda: refused(lambda: cs.DistributedSampler(base(), dist_info=lambda: (0, 2))))
+
+
 def main() -> None:
     out = Path(sys.argv[1])
+    if sys.argv[2:] == ["--one-process"]:
+        one_process(out)
+        return
     rank = Accelerator(cpu=True).process_index
     attempt(out, "full", rank, full)
     # Accelerate writes a checkpoint from the main process into a directory every rank reads.

@@ -3,12 +3,15 @@ session of its own, so that one that overruns is killed with every process it st
 DataLoader workers) and the test fails naming it, instead of hanging the suite. The integrations'
 tests (Lightning, Accelerate) run their jobs through it. ``run_together``: the processes of a
 ``jax.distributed`` job started side by side, in the ``child_env`` of JAX on one CPU thread (the
-JAX and Grain tests)."""
+JAX and Grain tests). ``crash_then_resume``: an example killed at its crash, then resumed, as one
+launch."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -59,6 +62,45 @@ class Launch:
         path = self.out / f"{part}-rank{rank}.json"
         assert path.exists(), f"{self.name}: {part} wrote nothing on rank {rank}:\n{self.output[-3000:]}"
         return json.loads(path.read_text())
+
+
+def crash_then_resume(out: Path, name: str, crash: list[str], resume: list[str]) -> Launch:
+    """A ``Launch`` in ``out`` of ``crash`` then ``resume``, one after the other in one shell, so that the
+    pair overlaps other launches; ``crash_and_resume_runs`` splits what it printed."""
+    script = (f"echo '== crash'; {shlex.join(crash)}; echo \"== crash exited $?\"; "
+              f"echo '== resume'; {shlex.join(resume)}; echo \"== resume exited $?\"")
+    return Launch(out, name, ["bash", "-c", script])
+
+
+def crash_and_resume_runs(launch: Launch) -> dict[str, tuple[str, int]]:
+    """``{"crash": (output, exit status), "resume": (...)}`` of a ``crash_then_resume`` launch."""
+    assert launch.returncode == 0, launch.output[-3000:]
+    runs = {run: (text, int(code)) for run, text, code in
+            re.findall(r"^== (crash|resume)\n(.*?)^== \1 exited (\d+)$", launch.output, re.M | re.S)}
+    assert set(runs) == {"crash", "resume"}, launch.output[-3000:]
+    return runs
+
+
+def check_crash_and_resume(full: Launch, chained: Launch, page_name: str) -> None:
+    """An example's crash and resume (``chained``, a ``crash_then_resume`` launch) against its
+    uninterrupted run (``full``), all three over 2 epochs of 16 steps: the crash kills every process
+    (status 3, the launcher non-zero) and prints what the page's ``PAGE_NAME-crash`` block shows; the
+    resume prints the first line of ``PAGE_NAME-resume``, ends its epoch 1 on the uninterrupted
+    run's last batch, and ends with the uninterrupted run's weights."""
+    from conftest import shown_output
+
+    runs = crash_and_resume_runs(chained)
+    (crashed, crash_code), (resumed, resume_code) = runs["crash"], runs["resume"]
+    assert crash_code != 0 and "exitcode  : 3" in crashed, crashed[-3000:]
+    assert [line for line in crashed.splitlines() if line.startswith(("epoch ", "killed "))] == \
+        shown_output(f"{page_name}-crash").splitlines()
+    assert resume_code == 0, resumed[-3000:]
+    mine = [line for line in resumed.splitlines() if line.startswith(("epoch ", "32 steps"))]
+    want = [line for line in full.output.splitlines() if line.startswith(("epoch ", "32 steps"))]
+    assert mine[0] == shown_output(f"{page_name}-resume").splitlines()[0]
+    last = ", batch 15 ends " + want[1].rsplit(", batch 15 ends ", 1)[1]
+    assert mine[0].endswith(last), (mine[0], last)
+    assert len(mine) == 2 and mine[1] == want[2] and mine[1].startswith("32 steps; weights "), (mine, want)
 
 
 @contextmanager

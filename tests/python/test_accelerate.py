@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_tree_clean, make_example_tree, shown_output
-from launch import Launch, waited
+from launch import Launch, check_crash_and_resume, crash_then_resume, waited
 
 import chunksampler as cs
 
@@ -26,23 +26,33 @@ JOB = Path(__file__).with_name("accelerate_job.py")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "accelerate_train.py"
 
 
-def launch(out: Path, name: str, script: Path, *args: str) -> Launch:
+def launch_command(script: Path, *args: str, multi_gpu: bool = True) -> list[str]:
     """``accelerate launch`` of ``script`` on 2 CPU processes (``--multi_gpu`` starts them with
-    torchrun; the scripts' ``Accelerator(cpu=True)`` then runs gloo on the CPU). Port 0: a free one
-    of Accelerate's choosing, since its default, 29500, is every launch's: two at once would meet."""
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", "0", str(script), *args]
-    return Launch(out, name, command)
+    torchrun; the scripts' ``Accelerator(cpu=True)`` then runs gloo on the CPU; without it Accelerate
+    starts one process). Port 0: a free one of Accelerate's choosing, since its default, 29500, is
+    every launch's: two at once would meet."""
+    return [sys.executable, "-m", "accelerate.commands.launch", *(["--multi_gpu"] if multi_gpu else []),
+            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", "0", str(script), *args]
+
+
+def launch(out: Path, name: str, script: Path, *args: str, multi_gpu: bool = True) -> Launch:
+    return Launch(out, name, launch_command(script, *args, multi_gpu=multi_gpu))
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("accelerate")
+    crash = launch_command(EXAMPLE, "work/accelerate", "--epochs", "2", "--stop-after", "21")
+    resume = launch_command(EXAMPLE, "work/accelerate", "--epochs", "2", "--resume", "work/accelerate/step-20")
     # The example as its page shows it: in an example tree, writing under work/accelerate.
     started = (launch(root / "job", "accelerate_job.py", JOB, str(root / "job")),
                launch(make_example_tree(root / "example"), "accelerate_train.py", EXAMPLE, "work/accelerate",
-                      "--epochs", "2"))
+                      "--epochs", "2"),
+               crash_then_resume(make_example_tree(root / "crash"), "accelerate_train.py --stop-after, --resume",
+                                 crash, resume),
+               launch(root / "one", "accelerate_job.py --one-process", JOB, str(root / "one"), "--one-process",
+                      multi_gpu=False))
     with waited(*started) as done:
         yield done
 
@@ -130,6 +140,28 @@ def test_the_example_prints_what_its_page_shows(jobs):
     assert printed == shown_output("accelerate-train").splitlines()[:2]
     assert (example.out / "work" / "accelerate" / "step-20").is_dir(), example.output[-3000:]
     assert_tree_clean(example.out, "accelerate_train.py")
+
+
+def test_the_example_dies_at_its_crash_and_resumes_as_the_uninterrupted_run(jobs):
+    full, chained = jobs[1], jobs[2]
+    check_crash_and_resume(full, chained, "accelerate-train")
+    work = chained.out / "work" / "accelerate"
+    assert sorted(p.name for p in work.iterdir()) == ["step-20"]  # nothing half written left behind
+    assert_tree_clean(chained.out, "accelerate_train.py")
+
+
+def test_one_process_launched_for_two_names_the_launch(jobs):
+    one = jobs[3]
+    assert one.returncode == 0, one.output[-3000:]
+    error = one.result("one-process-torch", 0)
+    assert error["error"] == "DistEnvironmentError", error
+    for words in ("distributed_type=NO, num_processes=1", "it set MASTER_ADDR/MASTER_PORT",
+                  "accelerate launch --multi_gpu --num_processes N", "accelerate config"):
+        assert words in error["message"], error["message"]
+    refused = one.result("one-process-prepare", 0)
+    assert refused["error"] == "ConfigError"
+    assert "world_size 2, but this is process 0 of the accelerator's 1. Accelerate runs" in refused["message"]
+    assert "--multi_gpu" in refused["message"]
 
 
 # --- in this process: one process, no launcher ----------------------------------------------------

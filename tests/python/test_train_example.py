@@ -26,14 +26,20 @@ RANKS = (0, 1)
 CHECKPOINT_EVERY, STOP_AFTER = 5, 17
 
 
-def torchrun(tree: Path, *args: object) -> str:
-    """Runs train.py on 2 ranks with this interpreter in ``tree``; returns what they printed."""
+def torchrun(tree: Path, *args: object, crash: bool = False) -> str:
+    """Runs train.py on 2 ranks with this interpreter in ``tree``; returns what they printed. With
+    ``crash``, the job must fail as a killed one does: torchrun exits non-zero, each rank with status 3."""
     # Debian's torch 1.13 crashes on torchrun's default --redirects 0 --tee 0: tee stdout.
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
                str(TRAIN), *map(str, args)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT, cwd=tree)
-    assert run.returncode == 0, f"{' '.join(command)} exited with {run.returncode}:\n{run.stdout}\n{run.stderr}"
+    said = f"{' '.join(command)} exited with {run.returncode}:\n{run.stdout}\n{run.stderr}"
+    if crash:
+        # torchrun names the first rank that failed and its exit code.
+        assert run.returncode != 0 and "exitcode  : 3" in run.stderr, said
+    else:
+        assert run.returncode == 0, said
     return run.stdout
 
 
@@ -53,14 +59,15 @@ def runs(tmp_path_factory):
     tree = make_example_tree(tmp_path_factory.mktemp("train"))
     data, checkpoint = "work/train/cells.h5ad", "work/train/ckpt.pt"
     full_out = torchrun(tree, data, "--make-data", "--record", "work/train/full")
-    torchrun(tree, data, "--checkpoint", checkpoint, "--checkpoint-every", CHECKPOINT_EVERY, "--stop-after", STOP_AFTER,
-             "--record", "work/train/crashed")
+    crashed_out = torchrun(tree, data, "--checkpoint", checkpoint, "--checkpoint-every", CHECKPOINT_EVERY,
+                           "--stop-after", STOP_AFTER, "--record", "work/train/crashed", crash=True)
     saved_at = torch.load(tree / checkpoint)["sampler"]["batches_done"]
     resumed_out = torchrun(tree, data, "--checkpoint", checkpoint, "--resume", checkpoint, "--record",
                            "work/train/resumed")
     work = tree / "work" / "train"
     return {"full": load(work / "full"), "crashed": load(work / "crashed"), "resumed": load(work / "resumed"),
-            "saved_at": saved_at, "full_out": full_out, "resumed_out": resumed_out, "tree": tree}
+            "saved_at": saved_at, "full_out": full_out, "crashed_out": crashed_out, "resumed_out": resumed_out,
+            "tree": tree}
 
 
 def test_ranks_train_equal_disjoint_shards(runs):
@@ -88,6 +95,8 @@ def resumed_epoch(crashed: dict, saved_at: int, resumed: dict) -> list[np.ndarra
 
 
 def test_resume_continues_where_the_checkpoint_stopped(runs):
+    for rank in RANKS:
+        assert f"rank {rank}: 17 batches" in runs["crashed_out"] and "killed by --stop-after" in runs["crashed_out"]
     saved_at = runs["saved_at"]
     assert saved_at == STOP_AFTER // CHECKPOINT_EVERY * CHECKPOINT_EVERY
     assert f"resuming epoch 0 after batch {saved_at} of 62" in runs["resumed_out"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_tree_clean, make_example_tree, shown_output
-from launch import Launch, waited
+from launch import Launch, check_crash_and_resume, crash_then_resume, waited
 
 import chunksampler as cs
 
@@ -33,9 +33,14 @@ def torchrun(out: Path, name: str, script: Path, *args: str) -> Launch:
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("trainer")
     # The example as its page shows it: in an example tree, writing under work/trainer.
+    # The crash and the resume as the page runs them (--standalone: each on a free port of its own).
+    standalone = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(EXAMPLE),
+                  "work/trainer", "--epochs", "2"]
     started = (torchrun(root / "job", "trainer_job.py", JOB, str(root / "job")),
                torchrun(make_example_tree(root / "example"), "trainer_train.py", EXAMPLE, "work/trainer",
-                        "--epochs", "2"))
+                        "--epochs", "2"),
+               crash_then_resume(make_example_tree(root / "crash"), "trainer_train.py --stop-after, --resume",
+                                 [*standalone, "--stop-after", "23"], [*standalone, "--resume", "work/trainer/checkpoint-20"]))
     with waited(*started) as done:
         yield done
 
@@ -115,6 +120,12 @@ def test_the_example_prints_what_its_page_shows(jobs):
     assert printed == shown_output("trainer-train").splitlines()[:2]
     assert (example.out / "work" / "trainer" / "checkpoint-20").is_dir(), example.output[-3000:]
     assert_tree_clean(example.out, "trainer_train.py")
+
+
+def test_the_example_dies_at_its_crash_and_resumes_as_the_uninterrupted_run(jobs):
+    full, chained = jobs[1], jobs[2]
+    check_crash_and_resume(full, chained, "trainer-train")
+    assert_tree_clean(chained.out, "trainer_train.py")
 
 
 # --- in this process --------------------------------------------------------------------------
