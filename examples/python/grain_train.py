@@ -18,9 +18,11 @@ the gradients averaged over the processes with jax.lax.pmean.
         --checkpoint work/grain/checkpoint --stop-after 40
     python examples/python/grain_train.py work/grain/cells.zarr --launch 2 --checkpoint work/grain/checkpoint
 
---checkpoint DIR saves, every --save-every steps and at --stop-after, each process's Grain iterator
-state (grain.checkpoint.CheckpointHandler: DIR/step_<S>/process_<I>-of-<N>.json) and the model's
-parameters, and a run that finds DIR restores the newest and goes on from there. Needs jax, grain,
+--checkpoint DIR saves, every --save-every steps and at --stop-after, the model's parameters and
+each process's Grain iterator state with Orbax's CheckpointManager (DIR/<S>/params and
+DIR/<S>/data/process_<I>-of-<N>.json, grain.checkpoint.CheckpointSave), and a run that finds DIR
+restores the newest complete step and goes on from there. --stop-after kills every process right
+after its checkpoint (exit status 3; --launch then exits non-zero). Needs jax, grain, orbax-checkpoint,
 annbatch (0.3) and chunksampler.
 """
 
@@ -44,18 +46,14 @@ def parse_args(argv=None):
     parser.add_argument("--save-every", type=int, default=25, metavar="S",
                         help="steps between checkpoints (%(default)s)")
     parser.add_argument("--stop-after", type=int, metavar="S",
-                        help="stop after S steps in all, having saved a checkpoint (as a crash would, a little later)")
+                        help="save a checkpoint after S steps in all, then kill every process (os._exit(3)), as a "
+                             "crash right after a checkpoint would")
     args = jax_train.check_args(parser, parser.parse_args(argv))
     if args.workers < 0 or args.save_every < 1 or (args.stop_after is not None and args.stop_after < 1):
         parser.error("--workers must be >= 0, --save-every and --stop-after >= 1")
     if args.stop_after is not None and args.checkpoint is None:
         parser.error("--stop-after needs --checkpoint DIR to save to")
     return args
-
-
-def newest(directory: Path) -> int | None:
-    steps = [int(p.name.removeprefix("step_")) for p in directory.glob("step_*") if (p / "params.npz").exists()]
-    return max(steps, default=None)
 
 
 def main(argv=None):
@@ -70,8 +68,8 @@ def main(argv=None):
     flags.FLAGS.mark_as_parsed()
     import grain
     import jax
+    import orbax.checkpoint as ocp
     from annbatch import DatasetCollection
-    from etils import epath
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -107,12 +105,14 @@ def main(argv=None):
     replicated, split = NamedSharding(mesh, P()), NamedSharding(mesh, P("processes"))
     params = jax_train.init_params(args.genes, 32, args.seed)
     step = 0
-    checkpoints = Path(args.checkpoint) if args.checkpoint else None
-    if checkpoints is not None and (found := newest(checkpoints)) is not None:
-        # Every process restores its own iterator state (process_<I>-of-<N>.json) and the parameters.
-        grain.checkpoint.CheckpointHandler().restore(epath.Path(checkpoints / f"step_{found}"), item=batches)
-        params = dict(np.load(checkpoints / f"step_{found}" / "params.npz"))
-        step = found
+    # Orbax's CheckpointManager keeps a step's items together: the parameters and every process's
+    # Grain iterator state (data/process_<I>-of-<N>.json), and a step only once all are written.
+    checkpoints = ocp.CheckpointManager(Path(args.checkpoint).absolute(), item_names=("params", "data")) \
+        if args.checkpoint else None
+    if checkpoints is not None and (found := checkpoints.latest_step()) is not None:
+        restored = checkpoints.restore(found, args=ocp.args.Composite(
+            params=ocp.args.StandardRestore(), data=grain.checkpoint.CheckpointRestore(batches)))
+        params, step = dict(restored["params"]), found
         print(f"process {me} of {processes}: resumed at step {step} (epoch {step // n_batches}, batch "
               f"{step % n_batches} of {n_batches})", flush=True)
     else:
@@ -121,12 +121,10 @@ def main(argv=None):
     train = jax_train.sgd_step(mesh, args.lr)
 
     def save(at):
-        directory = checkpoints / f"step_{at}"
-        directory.mkdir(parents=True, exist_ok=True)
-        grain.checkpoint.CheckpointHandler().save(epath.Path(directory), item=batches)
-        if me == 0:
-            np.savez(directory / "params.npz", **{k: np.asarray(v) for k, v in params.items()})
-        multihost_utils.sync_global_devices(f"saved {at}")
+        checkpoints.save(at, args=ocp.args.Composite(
+            params=ocp.args.StandardSave({k: np.asarray(v) for k, v in params.items()}),
+            data=grain.checkpoint.CheckpointSave(batches)))
+        checkpoints.wait_until_finished()
 
     losses, accuracies, cells = [], [], []
     for batch in batches:
@@ -144,17 +142,25 @@ def main(argv=None):
         if checkpoints is not None and (step % args.save_every == 0 or step == args.stop_after):
             save(step)
         if step == args.stop_after:
-            print(f"process {me} of {processes}: stopped after step {step}, checkpoint saved", flush=True)
-            break
-    else:
-        print(f"process {me} of {processes}: trained {step} steps in all, {len(cells)} in this run", flush=True)
+            print(f"process {me} of {processes}: killed after step {step}, checkpoint saved", flush=True)
+            record(args.record, me, step, cells, params)
+            # Every process's record written (the launcher ends the others once one has failed), then
+            # the crash: no clean-up, as a killed process.
+            multihost_utils.sync_global_devices("recorded")
+            os._exit(3)
+    print(f"process {me} of {processes}: trained {step} steps in all, {len(cells)} in this run", flush=True)
     if hasattr(batches, "close"):
         batches.close()
-    if args.record:
-        os.makedirs(args.record, exist_ok=True)
-        record = {"process": me, "first_step": step - len(cells), "cells": cells,
-                  "params": {k: np.asarray(v).ravel().tolist() for k, v in params.items()}}
-        Path(args.record, f"process{me}-{step}.json").write_text(json.dumps(record))
+    record(args.record, me, step, cells, params)
+
+
+def record(directory, me, step, cells, params):
+    """With --record DIR, writes what this process trained on in this run to DIR/process<I>-<step>.json."""
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        written = {"process": me, "first_step": step - len(cells), "cells": cells,
+                   "params": {k: np.asarray(v).ravel().tolist() for k, v in params.items()}}
+        Path(directory, f"process{me}-{step}.json").write_text(json.dumps(written))
 
 
 if __name__ == "__main__":
