@@ -163,6 +163,21 @@ def test_missing_samplers_and_foreign_ranks_are_named(args):
                      train_sampler=torch.utils.data.RandomSampler(range(10)))
 
 
+def test_one_process_without_torchrun_names_the_launch(args):
+    # `python script.py` under the Trainer: Accelerate's state (which the Trainer's arguments make) is
+    # one process, and no process group exists.
+    assert args.world_size == 1
+    with pytest.raises(cs.DistEnvironmentError) as error:
+        cs.DistributedSampler(job.sampler(), dist_info="torch")
+    for words in ("distributed_type=NO, num_processes=1", "torchrun --nproc-per-node N script.py",
+                  "ChunkTrainer takes the plain sampler"):
+        assert words in str(error.value), str(error.value)
+    foreign = cs.DistributedSampler(job.sampler(), dist_info=lambda: (1, 2))
+    trainer = ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0), train_sampler=foreign)
+    with pytest.raises(cs.ConfigError, match=r"process 0 of the Trainer's 1\. Accelerate runs this program as 1 process"):
+        trainer.get_train_dataloader()
+
+
 def test_skip_first_batches_draws_indices_again_and_reads_only_the_rest():
     # How the Trainer resumes: Accelerate's skip_first_batches makes a DataLoader over the loader's
     # own batch sampler that drops the first k batches, with the loader's collate_fn.
