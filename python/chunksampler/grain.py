@@ -7,9 +7,11 @@ Grain's own pipelines read one record at a time: ``MapDataset.source(...).shuffl
 ``IndexSampler`` order the records with an index shuffle that keeps no locality, and their
 workers and processes take strided slices of the shuffled indices. On a chunked store (zarr,
 AnnData/HDF5) every record is then a read of its own. A ``ChunkDataset`` plays a chunksampler
-sampler's epochs instead: each of the sampler's load requests is read as contiguous slices on the
-store's chunk grid (``preload_nchunks`` chunks, one read group), shuffled into batches as the
-request's splits say, and handed out batch by batch. Its elements are batches (a pytree of numpy
+sampler's epochs instead: each of the sampler's load requests (``preload_nchunks`` chunks on the
+store's chunk grid, one read group) is read once, in row order, with one call to a zarr array (an
+orthogonal selection of the request's rows: each storage chunk and a shard's index read once a
+request) and one contiguous read per range elsewhere, then shuffled into batches as the request's
+splits say and handed out batch by batch. Its elements are batches (a pytree of numpy
 arrays with the batch as the leading axis), ready for ``jax.make_array_from_process_local_data``.
 
 - Processes: under ``jax.distributed`` each process reads its own shard. A plain sampler is
@@ -54,6 +56,7 @@ from ._convert import index
 from ._errors import ConfigError, StateFormatError
 from ._integration import AnySampler, Iteration, check_sampler, request_rows
 from ._ranks import check_ranks
+from ._reader import Column
 from ._samplers import DistributedSampler
 
 __all__ = ["ChunkDataset", "ChunkDatasetIterator"]
@@ -64,77 +67,6 @@ FORMAT = "chunksampler.grain/1"
 
 
 # --- what the batches are read from --------------------------------------------------------------
-
-
-def _is_sparse(array: Any) -> bool:
-    """A scipy sparse matrix or array, or a backed sparse dataset (anndata's ``CSRDataset``/``CSCDataset``)."""
-    scipy_sparse = sys.modules.get("scipy.sparse")
-    if scipy_sparse is not None and scipy_sparse.issparse(array):
-        return True
-    return getattr(array, "format", None) in ("csr", "csc") and hasattr(array, "shape")
-
-
-class _Column:
-    """One field of the batches: an array-like with one row per observation (numpy, zarr, h5py, a
-    memmap, a scipy CSR matrix or a backed CSR dataset), or several laid end to end (the datasets of
-    an annbatch ``DatasetCollection``). A request's rows are read as one contiguous slice per chunk
-    (split where a chunk crosses from one part into the next), except from an in-memory numpy
-    array, which is indexed directly. Sparse rows come out dense: JAX takes dense arrays."""
-
-    __slots__ = ("_bounds", "_in_memory", "_parts", "_sparse", "name")
-
-    def __init__(self, name: str, parts: list[Any]) -> None:
-        self.name = name
-        for part in parts:
-            shape = getattr(part, "shape", None)
-            if shape is None or len(shape) < 1 or not hasattr(part, "__getitem__"):
-                raise TypeError(
-                    f"{_OWNER}: {name} must be an array-like with a shape and row slicing (numpy, zarr, h5py, "
-                    f"scipy.sparse CSR, ...), got {type(part).__module__}.{type(part).__qualname__}"
-                )
-            if _is_sparse(part) and getattr(part, "format", "csr") != "csr":
-                raise ValueError(
-                    f"{_OWNER}: {name} is a sparse {part.format.upper()} matrix, whose rows are not contiguous; "
-                    "store it as CSR (scipy's .tocsr(), or anndata's write with X as a csr_matrix)"
-                )
-        self._parts = parts
-        self._bounds = np.cumsum([0] + [int(part.shape[0]) for part in parts])
-        self._sparse = any(_is_sparse(part) for part in parts)
-        self._in_memory = len(parts) == 1 and type(parts[0]) is np.ndarray
-
-    @property
-    def n_obs(self) -> int:
-        return int(self._bounds[-1])
-
-    def _slices(self, starts: np.ndarray, stops: np.ndarray) -> list[Any]:
-        """The rows ``[starts[c], stops[c])`` of each chunk, in order, as one slice per part they lie in."""
-        pieces = []
-        bounds = self._bounds
-        for start, stop in zip(starts.tolist(), stops.tolist()):
-            part = int(np.searchsorted(bounds, start, side="right")) - 1
-            while start < stop:
-                end = min(stop, int(bounds[part + 1]))
-                pieces.append(self._parts[part][start - int(bounds[part]) : end - int(bounds[part])])
-                start, part = end, part + 1
-        return pieces
-
-    def ordered(self, request: Any, rows: np.ndarray | None) -> Any:
-        """The request's rows in batch order: row ``i`` is buffer position ``positions[i]``."""
-        if self._in_memory:
-            return self._parts[0][rows]
-        starts, stops, positions, _ = request
-        pieces = self._slices(starts, stops)
-        if self._sparse:
-            import scipy.sparse
-
-            return scipy.sparse.vstack(pieces, format="csr")[positions]
-        buffer = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-        return np.asarray(buffer)[positions]
-
-    def batch(self, ordered: Any, begin: int, end: int) -> Any:
-        """Rows ``[begin, end)`` of ``ordered``: a view of it, or a dense array of its sparse rows."""
-        rows = ordered[begin:end]
-        return rows.toarray() if self._sparse else rows
 
 
 def _obs_column(frame: Any, key: str, owner: str) -> np.ndarray:
@@ -164,10 +96,11 @@ def _anndata_fields(parts: list[Any], obs: list[str], layer: str | None) -> dict
         x = [adata.layers[layer] for adata in parts]
     if any(part is None for part in x):
         raise ValueError(f"{_OWNER}: the AnnData has no X; pass layer= to read one of its layers")
-    fields: dict[str, Any] = {"X": _Column("X", x)}
+    fields: dict[str, Any] = {"X": Column(_OWNER, "X", x)}
     if obs:
         fields["obs"] = {
-            key: _Column(f"obs[{key!r}]", [np.concatenate([_obs_column(adata.obs, key, _OWNER) for adata in parts])])
+            key: Column(_OWNER, f"obs[{key!r}]",
+                        [np.concatenate([_obs_column(adata.obs, key, _OWNER) for adata in parts])])
             for key in obs
         }
     return fields
@@ -191,7 +124,7 @@ def _collection_parts(collection: Any) -> list[Any]:
 
 
 def _fields(data: Any, obs: list[str] | None, layer: str | None) -> Any:
-    """The batches' structure, each leaf a ``_Column``: one column for an array-like, a dict of them
+    """The batches' structure, each leaf a ``Column``: one column for an array-like, a dict of them
     for a mapping, ``{"X": ..., "obs": {...}}`` for AnnData or an annbatch DatasetCollection."""
     kind = type(data)
     module = kind.__module__
@@ -206,12 +139,12 @@ def _fields(data: Any, obs: list[str] | None, layer: str | None) -> Any:
     if isinstance(data, Mapping):
         if not data:
             raise ValueError(f"{_OWNER}: data is an empty mapping; give it at least one array")
-        return {str(key): _Column(str(key), [value]) for key, value in data.items()}
-    return _Column("data", [data])
+        return {str(key): Column(_OWNER, str(key), [value]) for key, value in data.items()}
+    return Column(_OWNER, "data", [data])
 
 
-def _leaves(fields: Any) -> list[_Column]:
-    if isinstance(fields, _Column):
+def _leaves(fields: Any) -> list[Column]:
+    if isinstance(fields, Column):
         return [fields]
     return [leaf for value in fields.values() for leaf in _leaves(value)]
 
@@ -222,7 +155,7 @@ def _read(fields: Any, request: Any, needs_rows: bool) -> list[Any]:
     offsets = request.offsets.tolist()
 
     def ordered(node: Any) -> Any:
-        if isinstance(node, _Column):
+        if isinstance(node, Column):
             return (node, node.ordered(request, rows))
         return {key: ordered(value) for key, value in node.items()}
 
@@ -338,7 +271,7 @@ class ChunkDataset(grain.IterDataset):
                 f"{_OWNER}: the arrays must have one row per observation each, but their lengths differ: {lengths}"
             )
         self._n_obs = leaves[0].n_obs
-        self._needs_rows = any(leaf._in_memory for leaf in leaves)
+        self._needs_rows = any(leaf.in_memory for leaf in leaves)
         if num_epochs is not None:
             num_epochs = index("num_epochs", num_epochs)
             if num_epochs < 1:

@@ -1,0 +1,139 @@
+"""The reading of a load request's rows (chunksampler._reader, which chunksampler.grain reads
+through): the rows equal the source's at the request's positions for every kind of source, and a
+zarr store sees each chunk read once an epoch and a shard's index once a request (a counting
+store)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import rng
+
+import chunksampler as cs
+from chunksampler._integration import request_rows
+from chunksampler._reader import Column, read_order
+
+zarr = pytest.importorskip("zarr")
+from zarr.abc.store import SuffixByteRequest  # noqa: E402
+from zarr.storage import MemoryStore  # noqa: E402
+
+
+class CountingStore(MemoryStore):
+    """A zarr store in memory that counts the reads of each key, and of each shard's index."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: Counter[str] = Counter()
+        self.index_reads: Counter[str] = Counter()
+
+    async def get(self, key, prototype=None, byte_range=None):
+        if not key.endswith("zarr.json"):
+            self.reads[key] += 1
+            if isinstance(byte_range, SuffixByteRequest):
+                self.index_reads[key] += 1
+        return await super().get(key, prototype=prototype, byte_range=byte_range)
+
+
+def rows_of(n_obs: int, width: int = 3) -> np.ndarray:
+    return np.arange(n_obs * width, dtype=np.float32).reshape(n_obs, width)
+
+
+def zarr_array(data: np.ndarray, chunk: int, shard: int | None = None, store=None):
+    array = zarr.create_array(store if store is not None else MemoryStore(), shape=data.shape, dtype=data.dtype,
+                              chunks=(chunk, data.shape[1]), shards=(shard, data.shape[1]) if shard else None)
+    array[:] = data
+    return array
+
+
+def sources(data: np.ndarray, chunk: int, tmp_path) -> dict[str, list]:
+    """The kinds of source, each as the parts a Column takes, holding ``data``."""
+    import h5py
+    import scipy.sparse
+
+    tmp_path.mkdir(parents=True)
+    memmap = np.lib.format.open_memmap(tmp_path / "rows.npy", mode="w+", dtype=data.dtype, shape=data.shape)
+    memmap[:] = data
+    h5 = h5py.File(tmp_path / "rows.h5", "w")
+    h5["x"] = data
+    half = len(data) // 2
+    return {
+        "numpy": [data],
+        "memmap": [memmap],
+        "zarr": [zarr_array(data, chunk)],
+        "zarr sharded": [zarr_array(data, chunk, shard=4 * chunk)],
+        "h5py": [h5["x"]],
+        "scipy csr": [scipy.sparse.csr_matrix(data)],
+        "zarr then numpy": [zarr_array(data[:half], chunk), data[half:]],
+    }
+
+
+@pytest.mark.parametrize("mode", ["contiguous", "global"])
+def test_the_rows_read_are_the_sources_rows_at_the_requests_positions(tmp_path, mode):
+    generator = np.random.default_rng(5)
+    for trial in range(12):
+        chunk = int(generator.integers(1, 9))
+        n_obs = int(generator.integers(1, 40)) * chunk + int(generator.integers(0, chunk))
+        data = rows_of(n_obs)
+        preload = int(generator.integers(1, 6))
+        divisors = [b for b in range(1, chunk * preload + 1) if chunk * preload % b == 0]
+        base = cs.RandomSampler(chunk_size=chunk, preload_nchunks=preload, batch_size=int(generator.choice(divisors)),
+                                rng=rng(trial))
+        world = int(generator.integers(1, 4))
+        kinds = sources(data, chunk, tmp_path / str(trial))
+        for rank in range(world):
+            sampler = cs.DistributedSampler(base, dist_info=lambda r=rank: (r, world), mode=mode, remainder="pad")
+            for name, parts in kinds.items():
+                column = Column("test", name, parts)
+                for request in sampler.sample_arrays(n_obs):
+                    got = column.ordered(request, None)
+                    got = got.toarray() if hasattr(got, "toarray") else np.asarray(got)
+                    np.testing.assert_array_equal(got, data[request_rows(request)], err_msg=f"{name}, trial {trial}")
+
+
+def test_read_order_sorts_the_chunks_and_moves_the_positions():
+    # Chunks [8, 12), [0, 4), [20, 24) and [4, 8), read as [0, 4), [4, 8), [8, 12), [20, 24).
+    request = (np.array([8, 0, 20, 4]), np.array([12, 4, 24, 8]), np.array([0, 4, 12, 8, 3]), np.array([0, 5]))
+    starts, stops, moved = read_order(request)
+    assert starts.tolist() == [0, 4, 8, 20] and stops.tolist() == [4, 8, 12, 24]
+    # Position 0 is row 8, at 8 in row order; position 4 (row 0) at 0; position 12 (row 4) at 4;
+    # position 8 (row 20) at 12; position 3 (row 11) at 11.
+    assert moved.tolist() == [8, 0, 4, 12, 11]
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_a_zarr_store_reads_each_chunk_once_an_epoch(world):
+    chunk, n_obs = 16, 16 * 50
+    data = rows_of(n_obs)
+    store = CountingStore()
+    column = Column("test", "x", [zarr_array(data, chunk, store=store)])
+    base = cs.RandomSampler(chunk_size=chunk, preload_nchunks=4, batch_size=32, rng=rng(3))
+    named = []
+    for rank in range(world):
+        sampler = cs.DistributedSampler(base, dist_info=lambda r=rank: (r, world))
+        for request in sampler.sample_arrays(n_obs):
+            named += (np.asarray(request.starts) // chunk).tolist()
+            column.ordered(request, None)
+    # Every rank's shard together: each storage chunk the requests name read once, by one call each
+    # (all 50 on one rank; 3 ranks leave out the 2 their equal shards cannot hold).
+    assert len(named) == len(set(named)) == (50 if world == 1 else 48)
+    assert store.reads == Counter(f"c/{i}/0" for i in named)
+
+
+def test_a_sharded_zarr_store_reads_a_shards_index_once_a_request():
+    chunk, shard, n_obs = 8, 64, 8 * 64
+    data = rows_of(n_obs)
+    store = CountingStore()
+    column = Column("test", "x", [zarr_array(data, chunk, shard=shard, store=store)])
+    sampler = cs.RandomSampler(chunk_size=chunk, preload_nchunks=8, batch_size=16, rng=rng(4))
+    shards_touched = 0
+    for request in sampler.sample_arrays(n_obs):
+        starts = np.asarray(request.starts)
+        shards_touched += len(set((starts // shard).tolist()))
+        column.ordered(request, None)
+    # One index read per shard a request touches, not one per chunk (64 chunks in all).
+    assert sum(store.index_reads.values()) == shards_touched < 64
+    # The chunks' bytes, besides the indexes: at most one read each (zarr merges neighbours within a
+    # shard into one read).
+    assert sum(store.reads.values()) - sum(store.index_reads.values()) <= 64
