@@ -108,7 +108,11 @@ class BatchSampler(torch.utils.data.BatchSampler):
 
     Each iteration plays the sampler's next epoch over ``n_obs`` observations and yields each batch
     as a list of global observation indices, in the sampler's order: the batches of one load request
-    come from its few contiguous chunks, so the dataset reads contiguous rows. A list of ints is
+    draw their rows from its ``preload_nchunks`` chunks, shuffled across the request's batches, so
+    each batch touches nearly every chunk of its request. A dataset that reads from a chunked store
+    (zarr, HDF5) then reads each chunk once per row it fetches row by row, or about once per batch
+    with ``__getitems__`` (``preload_nchunks`` x ``chunk_size`` / ``batch_size`` times an epoch; once
+    only where a batch holds a whole request): this path is for in-memory datasets. A list of ints is
     what DataLoader's ``batch_sampler`` contract expects, and the fastest batch for its default
     fetch, which indexes the dataset item by item (numpy int64 scalars or 0-d tensors cost more to
     make and to index with); a dataset with ``__getitems__`` receives the list whole
