@@ -75,9 +75,12 @@ struct Walked {
   std::int64_t total_requests = 0;
   std::int64_t total_batches = 0;
   std::int64_t total_reads = 0;
-  std::int64_t total_chunks = 0;    // grid chunks read, over every walked rank and epoch
-  std::int64_t total_pieces = 0;    // the pieces their requests list them in
-  std::int64_t total_off_grid = 0;  // chunks off the storage grid (the contract: none)
+  std::int64_t total_chunks = 0;        // grid chunks read, over every walked rank and epoch
+  std::int64_t total_pieces = 0;        // the pieces their requests list them in
+  std::int64_t total_off_grid = 0;      // chunks off the storage grid (the contract: none)
+  std::int64_t total_batch_chunks = 0;  // the chunks of its request each batch draws rows from, summed
+  std::int64_t min_batch_chunks = -1;   // the fewest one batch drew from (-1 before the first batch)
+  std::int64_t max_request_chunks = 0;  // the most chunks (pieces) one request listed
 
   // The kept walk of rank r in epoch e, if any.
   [[nodiscard]] const RankWalk* find(std::uint64_t e, std::int64_t r) const {

@@ -68,6 +68,9 @@ std::optional<Options> parse_options(int argc, const char* const* argv) {
   cli.size("--n-obs", o.n_obs, "observations in the dataset");
   cli.integer("--world-size", o.world_size, "ranks in the job, at most 1048576");
   cli.request_shape(o.chunk_size, o.preload, o.batch_size);
+  cli.size("--row-bytes", o.row_bytes,
+           "bytes of one row in memory, for the size of a request's\nbuffer (4096: 1,024 float32 values)", 1,
+           std::int64_t{1} << 36);
   CLI::Option* mask = cli.mask(o.mask, "sample only observations [START, STOP) (default: all of [0, N)),\n"
                                        "or the union of a list of ranges, sorted and disjoint:\n"
                                        "0:1000,5000:8000,20000: (the last START: is [START, N),\n"

@@ -23,6 +23,7 @@ struct Options {
   std::int64_t chunk_size = 64;
   std::int64_t preload = 32;
   std::int64_t batch_size = 256;
+  std::int64_t row_bytes = 4096;   // one row's size in memory, for the buffer's (1,024 float32 genes)
   bool n_obs_given = false;        // --n-obs on the command line (else a codes file's rows)
   std::optional<cs::Ranges> mask;  // --mask, or the selection's runs; its ranges end at or before n_obs
   // --codes FILE --select KEY...: a split by categorical columns (codes.hpp).

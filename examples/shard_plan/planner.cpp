@@ -225,6 +225,11 @@ void EpochWalker::walk_rank_epoch(std::uint64_t e, std::int64_t r, EpochWalk& ep
   walked_.total_chunks += w.chunks;
   walked_.total_pieces += w.pieces;
   walked_.total_off_grid += w.off_grid;
+  walked_.total_batch_chunks += w.batch_chunks;
+  walked_.max_request_chunks = std::max(walked_.max_request_chunks, w.max_request_chunks);
+  if (w.batches > 0)
+    walked_.min_batch_chunks =
+        walked_.min_batch_chunks < 0 ? w.min_batch_chunks : std::min(walked_.min_batch_chunks, w.min_batch_chunks);
   epoch.repeats += w.repeated;
   if (r == job_.world - 1) epoch.last_rank_final = w.final_chunks;
   if (w.whole) check_whole_walk(e, r, want, walked, epoch);

@@ -284,6 +284,15 @@ void print_walk_extent(const Job& job, const WalkExtent& x, const Walked& walked
                job.epochs > 1 ? fmt::format(", {} epochs", job.epochs) : std::string{},
                counted(walked.total_requests, "request", "requests"), batches(walked.total_batches),
                observations(walked.total_reads));
+  if (x.walkable && walked.total_batches > 0) {
+    // What a loader tunes with preload_nchunks: the mix of chunks in a batch against the buffer's memory.
+    const std::int64_t buffer_bytes = x.request_rows * job.o.row_bytes;  // at most 2^24 * 2^36
+    fmt::print("batches   each draws its rows from {:.1f} chunks of its request on average (min {}; a request "
+               "lists up to {}); a request's buffer holds {} rows: {} at {} bytes a row (--row-bytes)\n",
+               static_cast<double>(walked.total_batch_chunks) / static_cast<double>(walked.total_batches),
+               walked.min_batch_chunks, walked.max_request_chunks, x.request_rows, byte_size(buffer_bytes),
+               job.o.row_bytes);
+  }
   if (x.walkable)
     fmt::print("grid      {} read in {}, {} off the storage grid of chunk_size {}\n",
                counted(walked.total_chunks, "chunk", "chunks"), counted(walked.total_pieces, "piece", "pieces"),

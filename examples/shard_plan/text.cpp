@@ -3,7 +3,9 @@
 #include "text.hpp"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
+#include <string_view>
 
 namespace shard_plan {
 
@@ -59,6 +61,16 @@ std::string short_number(std::int64_t v) {
   if (x < 999.5e6) return fmt::format("{:.3g}M", x / 1e6);
   if (x < 999.5e9) return fmt::format("{:.3g}G", x / 1e9);
   return fmt::format("{:.3g}", x);
+}
+std::string byte_size(std::int64_t bytes) {
+  constexpr std::array<std::string_view, 5> units{"bytes", "KiB", "MiB", "GiB", "TiB"};
+  auto size = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (size >= 1024 && unit + 1 < units.size()) {
+    size /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} bytes", bytes) : fmt::format("{:.3g} {}", size, units[unit]);
 }
 std::string short_slice(cs::Slice s) { return fmt::format("[{}, {})", short_number(s.start), short_number(s.stop)); }
 

@@ -44,6 +44,8 @@ std::string keys_text(const std::vector<std::string>& keys);
 
 // A number short enough for a tick or a note: 950, 20000, 12.5k, 3.5M, 4.61e+18.
 std::string short_number(std::int64_t v);
+// "8 MiB": a size in bytes, in the largest binary unit that leaves at least 1.
+std::string byte_size(std::int64_t bytes);
 std::string short_slice(cs::Slice s);
 // One range as short_slice, several as their count and hull: "3 ranges within [0, 24.9k)".
 std::string short_ranges(std::span<const cs::Slice> ranges);

@@ -24,6 +24,7 @@ RankWalker::RankWalker(const WalkSetup& setup, std::int64_t rank, std::span<cons
     : o_(setup.o), setup_(setup), rank_(rank), bounds_(bounds), sinks_(sinks) {
   offsets_.reserve(static_cast<std::size_t>(o_.preload) + 5);
   positions_.reserve(static_cast<std::size_t>(o_.preload) + 4);
+  drawn_.reserve(static_cast<std::size_t>(o_.preload) + 4);
 }
 
 bool RankWalker::take(const cs::LoadRequest& request) {
@@ -115,6 +116,8 @@ void RankWalker::record_chunks(const cs::LoadRequest& request) {
 void RankWalker::check_chunks(const cs::LoadRequest& request) {
   offsets_.assign(1, 0);
   positions_.clear();
+  drawn_.assign(request.chunks.size(), -1);
+  w_.max_request_chunks = std::max(w_.max_request_chunks, std::ssize(request.chunks));
   for (const cs::Slice& chunk : request.chunks) {
     offsets_.push_back(offsets_.back() + chunk.size());
     positions_.push_back(-1);
@@ -150,7 +153,8 @@ void RankWalker::read_batch(const cs::LoadRequest& request, std::span<const std:
                 size, o_.batch_size);
   after_short_batch_ = size < o_.batch_size;
   w_.last_batch = size;
-  ++w_.batches;
+  const std::int64_t this_batch = w_.batches++;
+  std::int64_t drawn = 0;  // the request's chunks this batch draws rows from
   for (const std::int64_t position : batch) {
     if (position < 0 || position >= buffer) {
       checks.fail("epoch {} rank {}: position {} is outside the request's buffer of {} rows", epoch, rank_, position,
@@ -160,6 +164,10 @@ void RankWalker::read_batch(const cs::LoadRequest& request, std::span<const std:
     const auto chunk = static_cast<std::size_t>(std::upper_bound(offsets_.begin() + 1, offsets_.end(), position) -
                                                 (offsets_.begin() + 1));
     ++w_.reads;
+    if (drawn_[chunk] != this_batch) {
+      drawn_[chunk] = this_batch;
+      ++drawn;
+    }
     // A chunk outside the bounds failed its check: its rows are not the union's to mark.
     if (positions_[chunk] < 0) continue;
     const std::int64_t within = position - offsets_[chunk];
@@ -174,6 +182,8 @@ void RankWalker::read_batch(const cs::LoadRequest& request, std::span<const std:
                     rank_, obs, examples::remainder_name(o_.remainder));
     }
   }
+  w_.batch_chunks += drawn;
+  w_.min_batch_chunks = this_batch == 0 ? drawn : std::min(w_.min_batch_chunks, drawn);
 }
 
 }  // namespace shard_plan

@@ -73,10 +73,13 @@ struct RankWalk {
   std::int64_t reads = 0;
   std::int64_t last_batch = 0;
   std::int64_t repeated = 0;
-  std::int64_t chunks = 0;             // grid chunks read (one read in two pieces counts once)
-  std::int64_t pieces = 0;             // the pieces the requests list them in
-  std::int64_t off_grid = 0;           // chunks off the storage grid (the contract: none), see record_chunks
-  std::int64_t misplaced_repeats = 0;  // repeats outside the rank's final request
+  std::int64_t chunks = 0;              // grid chunks read (one read in two pieces counts once)
+  std::int64_t pieces = 0;              // the pieces the requests list them in
+  std::int64_t off_grid = 0;            // chunks off the storage grid (the contract: none), see record_chunks
+  std::int64_t misplaced_repeats = 0;   // repeats outside the rank's final request
+  std::int64_t batch_chunks = 0;        // the chunks of its request each batch draws rows from, summed
+  std::int64_t min_batch_chunks = 0;    // the fewest one batch drew from (0 before the first batch)
+  std::int64_t max_request_chunks = 0;  // the most chunks (pieces) one request listed
   bool whole = true;
   std::vector<cs::Slice> final_chunks;  // the chunks of its final request
   std::vector<cs::Slice> order;         // its chunks in reading order, merged where adjacent (the first few)
@@ -131,6 +134,7 @@ class RankWalker {
   RankWalk w_;
   std::vector<std::int64_t> offsets_;
   std::vector<std::int64_t> positions_;  // where each chunk of the request starts in the union; -1 if outside bounds
+  std::vector<std::int64_t> drawn_;      // per chunk of the request, the last batch that drew a row from it
   std::optional<cs::Slice> previous_first_;
   std::optional<std::int64_t> short_request_;  // the rows of the last request, when fewer than a full one
   std::int64_t repeats_in_request_ = 0;
