@@ -116,7 +116,8 @@ def main():
             f"{mine[0]}, batch {len(loader) - 1} ends {mine[1]}"
         )
     weights = accelerator.unwrap_model(model).weight.detach()
-    accelerator.print(f"{steps.done} steps; weights {weights.sum().item():.6f} (sum), {weights.norm().item():.6f} (norm)")
+    accelerator.print(f"{steps.done} steps; weights {weights.sum().item():.6f} (sum), "
+                      f"{weights.norm().item():.6f} (norm)")
     # Every process done before any tears its connections down (gloo can abort a process that exits
     # while its peer still talks to it).
     accelerator.wait_for_everyone()

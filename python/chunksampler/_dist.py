@@ -54,28 +54,38 @@ def accelerate_hint() -> str | None:
     shared = dict(state_module.PartialState._shared_state) if state_module is not None else {}
     if not shared and not launched:
         return None
-    processes = shared.get("num_processes", 1)
-    distributed_type = getattr(shared.get("distributed_type"), "value", shared.get("distributed_type"))
-    if processes > 1 or (distributed_type not in (None, "NO")):
-        return None
-    seen = (
-        f"Accelerate runs this program as {processes} process (its state: distributed_type={distributed_type}, "
-        f"num_processes={processes})"
-        if shared
-        else "Accelerate's launcher started this process, and no Accelerator() has been made yet"
-    )
-    if launched and "MASTER_PORT" in os.environ and "RANK" not in os.environ:
-        seen += (
-            "; `accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
-            "--multi_gpu, started one"
-        )
-    trainer = "transformers" in sys.modules
-    fix = (
+    one_of_many = launched and "MASTER_PORT" in os.environ and "RANK" not in os.environ
+    launch = (
         "Launch the script with `accelerate launch --multi_gpu --num_processes N script.py` (--multi_gpu on a "
         "CPU machine too: it makes Accelerate start the N processes with torchrun; Accelerator(cpu=True) then "
         "runs them on the CPU), or choose multi-GPU in `accelerate config`"
     )
-    if trainer:
+    if not shared:
+        # Launched, but the Accelerator that starts the process group is not made yet.
+        if not one_of_many:
+            return (
+                "Accelerate's launcher started this process, and no Accelerator() has been made yet: make the "
+                "Accelerator() first (it starts the process group), then the DistributedSampler."
+            )
+        return (
+            "`accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
+            f"--multi_gpu, started one, so no process group will be started. {launch}."
+        )
+    processes = shared.get("num_processes", 1)
+    distributed_type = getattr(shared.get("distributed_type"), "value", shared.get("distributed_type"))
+    if processes > 1 or distributed_type not in (None, "NO"):
+        return None
+    seen = (
+        f"Accelerate runs this program as {processes} process (its state: distributed_type={distributed_type}, "
+        f"num_processes={processes})"
+    )
+    if one_of_many:
+        seen += (
+            "; `accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
+            "--multi_gpu, started one"
+        )
+    fix = launch
+    if "transformers" in sys.modules:
         fix += (
             "; under the Hugging Face Trainer, `torchrun --nproc-per-node N script.py` does it too, and "
             "ChunkTrainer takes the plain sampler and shards it by the Trainer's own process index and count"
@@ -84,7 +94,7 @@ def accelerate_hint() -> str | None:
         fix += ", then make the Accelerator() before the DistributedSampler"
     return (
         f"{seen}, so no process group was started. {fix}. For one process on purpose, use the sampler without "
-        "DistributedSampler (prepare_loader accepts it), or dist_info=lambda: (0, 1)."
+        "DistributedSampler (prepare_loader and ChunkTrainer accept it), or dist_info=lambda: (0, 1)."
     )
 
 

@@ -108,7 +108,8 @@ class ChunkTrainerMixin:
             problem += (
                 f". {launch}"
                 if launch is not None
-                else ": pass the plain sampler (the Trainer wraps it) or a DistributedSampler(sampler, dist_info='torch')"
+                else ": pass the plain sampler (the Trainer wraps it) or a DistributedSampler(sampler, "
+                "dist_info='torch')"
             )
         # Each process's own sampler decides, so every process hears of any one's problem: one that
         # raised alone would leave the others waiting in the loader's first collective.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from conftest import epoch_batches, rng
@@ -32,6 +34,50 @@ def test_torch_backend_needs_an_initialized_process_group():
     # The environment is at fault, as with dist_info="env" outside a launcher: still a RuntimeError.
     with pytest.raises(cs.DistEnvironmentError, match="torch.distributed is not initialized"):
         cs.DistributedSampler(base, dist_info="torch")
+
+
+def _accelerate(monkeypatch, state: dict | None, env: dict[str, str], trainer: bool = False) -> str | None:
+    """What accelerate_hint says with Accelerate's state ``state`` (None: accelerate never imported)
+    and the launcher's variables ``env``, without Accelerate itself."""
+    from types import SimpleNamespace
+
+    from chunksampler._dist import accelerate_hint
+
+    for name in ("ACCELERATE_MIXED_PRECISION", "MASTER_ADDR", "MASTER_PORT", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delitem(sys.modules, "accelerate.state", raising=False)
+    monkeypatch.delitem(sys.modules, "transformers", raising=False)
+    if state is not None:
+        state_module = SimpleNamespace(PartialState=SimpleNamespace(_shared_state=state))
+        monkeypatch.setitem(sys.modules, "accelerate.state", state_module)
+    if trainer:
+        monkeypatch.setitem(sys.modules, "transformers", SimpleNamespace())
+    return accelerate_hint()
+
+
+def test_the_accelerate_hint_names_what_accelerate_saw_and_the_launch(monkeypatch):
+    launched = {"ACCELERATE_MIXED_PRECISION": "no"}
+    one = {"distributed_type": "NO", "num_processes": 1}
+    # Not in use: the plain torch message stands.
+    assert _accelerate(monkeypatch, None, {}) is None
+    assert _accelerate(monkeypatch, {}, {}) is None
+    # Several processes: nothing to add.
+    assert _accelerate(monkeypatch, {"distributed_type": "MULTI_GPU", "num_processes": 2}, launched) is None
+    # One process, launched for several (MASTER_PORT set, no RANK), before and after Accelerator().
+    hint = _accelerate(monkeypatch, None, {**launched, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
+    assert "asked for several processes" in hint and "--multi_gpu --num_processes N" in hint
+    hint = _accelerate(monkeypatch, one, {**launched, "MASTER_PORT": "29500"})
+    assert hint.startswith("Accelerate runs this program as 1 process (its state: distributed_type=NO, "
+                           "num_processes=1)")
+    assert "asked for several processes" in hint and "make the Accelerator() before the DistributedSampler" in hint
+    # A launch of several (RANK set) before its Accelerator(): make that first.
+    hint = _accelerate(monkeypatch, None, {**launched, "MASTER_PORT": "29500", "RANK": "0"})
+    assert "no Accelerator() has been made yet" in hint and "--multi_gpu" not in hint
+    # The Trainer under `python script.py`: no launcher, one process; torchrun is named too.
+    hint = _accelerate(monkeypatch, one, {}, trainer=True)
+    assert "asked for several" not in hint and "torchrun --nproc-per-node N script.py" in hint
 
 
 def test_the_wrapped_sampler_is_copied():

@@ -40,7 +40,8 @@ def jobs(tmp_path_factory):
                torchrun(make_example_tree(root / "example"), "trainer_train.py", EXAMPLE, "work/trainer",
                         "--epochs", "2"),
                crash_then_resume(make_example_tree(root / "crash"), "trainer_train.py --stop-after, --resume",
-                                 [*standalone, "--stop-after", "23"], [*standalone, "--resume", "work/trainer/checkpoint-20"]))
+                                 [*standalone, "--stop-after", "23"],
+                                 [*standalone, "--resume", "work/trainer/checkpoint-20"]))
     with waited(*started) as done:
         yield done
 
@@ -174,7 +175,8 @@ def test_one_process_without_torchrun_names_the_launch(args):
         assert words in str(error.value), str(error.value)
     foreign = cs.DistributedSampler(job.sampler(), dist_info=lambda: (1, 2))
     trainer = ChunkTrainer(job.Model(), args, train_dataset=job.Rows(job.N_OBS, 0), train_sampler=foreign)
-    with pytest.raises(cs.ConfigError, match=r"process 0 of the Trainer's 1\. Accelerate runs this program as 1 process"):
+    with pytest.raises(cs.ConfigError,
+                       match=r"process 0 of the Trainer's 1\. Accelerate runs this program as 1 process"):
         trainer.get_train_dataloader()
 
 
