@@ -78,8 +78,9 @@ def test_the_rows_read_are_the_sources_rows_at_the_requests_positions(tmp_path, 
         data = rows_of(n_obs)
         preload = int(generator.integers(1, 6))
         divisors = [b for b in range(1, chunk * preload + 1) if chunk * preload % b == 0]
+        # Every third with replacement: a request's chunks may then repeat or overlap.
         base = cs.RandomSampler(chunk_size=chunk, preload_nchunks=preload, batch_size=int(generator.choice(divisors)),
-                                rng=rng(trial))
+                                replacement=trial % 3 == 0, rng=rng(trial))
         world = int(generator.integers(1, 4))
         kinds = sources(data, chunk, tmp_path / str(trial))
         for rank in range(world):
