@@ -1,7 +1,8 @@
 """How a load request's rows are read from an array-like: each chunk once, with as few calls to the
 store as its kind allows, into one buffer. ``chunksampler.grain`` reads through it.
 
-A request's chunks are disjoint row ranges in shuffled order. They are read in row order, and the
+A request's chunks are row ranges in shuffled order (disjoint, but where a sampler draws with
+replacement). They are read in row order, and the
 request's positions (which count rows in the chunks' own order) are moved to that buffer's order
 once, so nothing is read twice and the store sees one call per request where it can take one:
 
@@ -127,8 +128,9 @@ class Column:
                 buffer[at : at + len(rows)] = rows
                 at += len(rows)
                 continue
+            direct = _is_h5py(part)
             for _, start, stop in group:
-                if _is_h5py(part):
+                if direct:
                     part.read_direct(buffer, np.s_[start:stop], np.s_[at : at + stop - start])
                 else:
                     buffer[at : at + stop - start] = part[start:stop]

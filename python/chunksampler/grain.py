@@ -10,7 +10,7 @@ AnnData/HDF5) every record is then a read of its own. A ``ChunkDataset`` plays a
 sampler's epochs instead: each of the sampler's load requests (``preload_nchunks`` chunks on the
 store's chunk grid, one read group) is read once, in row order, with one call to a zarr array (an
 orthogonal selection of the request's rows: each storage chunk and a shard's index read once a
-request) and one contiguous read per range elsewhere, then shuffled into batches as the request's
+request) and one contiguous read per chunk elsewhere, then shuffled into batches as the request's
 splits say and handed out batch by batch. Its elements are batches (a pytree of numpy
 arrays with the batch as the leading axis), ready for ``jax.make_array_from_process_local_data``.
 
