@@ -2,9 +2,9 @@
 store as its kind allows, into one buffer. ``chunksampler.grain`` reads through it.
 
 A request's chunks are row ranges in shuffled order (disjoint, but where a sampler draws with
-replacement). They are read in row order, and the
-request's positions (which count rows in the chunks' own order) are moved to that buffer's order
-once, so nothing is read twice and the store sees one call per request where it can take one:
+replacement). They are read in row order, and the request's positions (which count rows in the
+chunks' own order) are moved to that buffer's order once, so nothing is read twice and the store
+sees one call per request where it can take one:
 
 - zarr: one orthogonal selection of every row of the request (``oindex``), so zarr gathers the
   chunks' reads in one pass of its codec pipeline and reads a shard's index once for the request,
