@@ -15,6 +15,7 @@ __all__ = [
     "DistEnvironmentError",
     "FragmentedSplitError",
     "NotADataLoaderError",
+    "ReadError",
     "StateError",
     "StateFileError",
     "StateFormatError",
@@ -49,6 +50,12 @@ class NotADataLoaderError(ConfigError, AttributeError):
     ``skip_first_batches``, Ray Train's ``prepare_data_loader``): a ``ConfigError`` whose message
     says what to call instead, and an ``AttributeError``, so that ``hasattr`` and
     ``getattr(loader, name, default)`` answer as for any missing attribute."""
+
+
+class ReadError(OSError):
+    """A source failed while a loader read a load request's rows (a store's I/O or decoding error):
+    the message names the field and the rows, ``__cause__`` is the source's own exception. The
+    loader's state stays before that request's batches, so iterating again retries it."""
 
 
 class StateError(ValueError):

@@ -8,10 +8,10 @@ Grain's own pipelines read one record at a time: ``MapDataset.source(...).shuffl
 workers and processes take strided slices of the shuffled indices. On a chunked store (zarr,
 AnnData/HDF5) every record is then a read of its own. A ``ChunkDataset`` plays a chunksampler
 sampler's epochs instead: each of the sampler's load requests (``preload_nchunks`` chunks on the
-store's chunk grid, one read group) is read once, in row order, with one call to a zarr array (an
-orthogonal selection of the request's rows: each storage chunk and a shard's index read once a
-request) and one contiguous read per chunk elsewhere, then shuffled into batches as the request's
-splits say and handed out batch by batch. Its elements are batches (a pytree of numpy
+store's chunk grid, one read group) is read once by ``chunksampler.reader`` (one call to a zarr
+array: each storage chunk and a shard's index read once a request), the next request while the
+current one's batches are used, then shuffled into batches as the request's splits say and handed
+out batch by batch. Its elements are batches (a pytree of numpy
 arrays with the batch as the leading axis), ready for ``jax.make_array_from_process_local_data``.
 
 - Processes: under ``jax.distributed`` each process reads its own shard. A plain sampler is
@@ -53,10 +53,10 @@ import numpy as np
 
 from . import _chunksampler
 from ._convert import index
-from ._errors import ConfigError, StateFormatError
-from ._integration import AnySampler, Iteration, check_sampler, request_rows
+from ._errors import ConfigError, ReadError, StateFormatError
+from ._integration import AnySampler, Iteration, check_sampler
 from ._ranks import check_ranks
-from ._reader import Column
+from .reader import ReadAhead, Reader
 from ._samplers import DistributedSampler
 
 __all__ = ["ChunkDataset", "ChunkDatasetIterator"]
@@ -64,108 +64,6 @@ __all__ = ["ChunkDataset", "ChunkDatasetIterator"]
 _OWNER = "chunksampler.grain.ChunkDataset"
 # The tag of the iterator's state, so that a state of another iterator is named as such.
 FORMAT = "chunksampler.grain/1"
-
-
-# --- what the batches are read from --------------------------------------------------------------
-
-
-def _obs_column(frame: Any, key: str, owner: str) -> np.ndarray:
-    """An ``obs`` column as numbers JAX takes: a categorical's codes (int32), a number or bool as it is."""
-    if key not in frame.columns:
-        raise ValueError(f"{owner}: obs has no column {key!r} (its columns: {list(frame.columns)})")
-    series = frame[key]
-    if hasattr(series, "cat"):
-        return series.cat.codes.to_numpy().astype(np.int32)
-    values = series.to_numpy()
-    if values.dtype.kind not in "biuf":
-        raise ValueError(
-            f"{owner}: obs column {key!r} holds {values.dtype} values, which JAX cannot take; make it categorical "
-            f"(obs[{key!r}].astype('category')) to read its codes, or numeric"
-        )
-    return values
-
-
-def _anndata_fields(parts: list[Any], obs: list[str], layer: str | None) -> dict[str, Any]:
-    """``{"X": column, "obs": {key: column}}`` of AnnData objects laid end to end."""
-    if layer is None:
-        x = [adata.X for adata in parts]
-    else:
-        missing = [i for i, adata in enumerate(parts) if layer not in adata.layers]
-        if missing:
-            raise ValueError(f"{_OWNER}: layer {layer!r} is missing (in AnnData {missing[0]} of {len(parts)})")
-        x = [adata.layers[layer] for adata in parts]
-    if any(part is None for part in x):
-        raise ValueError(f"{_OWNER}: the AnnData has no X; pass layer= to read one of its layers")
-    fields: dict[str, Any] = {"X": Column(_OWNER, "X", x)}
-    if obs:
-        fields["obs"] = {
-            key: Column(_OWNER, f"obs[{key!r}]",
-                        [np.concatenate([_obs_column(adata.obs, key, _OWNER) for adata in parts])])
-            for key in obs
-        }
-    return fields
-
-
-def _collection_parts(collection: Any) -> list[Any]:
-    """The datasets of an annbatch ``DatasetCollection`` as AnnData objects whose X stays on disk (a
-    zarr array, or a backed CSR dataset) and whose obs is read into memory, as annbatch's own
-    ``Loader.use_collection`` opens them."""
-    import anndata as ad
-
-    parts = []
-    for group in collection:
-        x = group["X"]
-        if not hasattr(x, "shape"):  # a sparse matrix is a group of its arrays
-            x = ad.io.sparse_dataset(x)
-        parts.append(ad.AnnData(X=x, obs=ad.io.read_elem(group["obs"])))
-    if not parts:
-        raise ValueError(f"{_OWNER}: the DatasetCollection is empty")
-    return parts
-
-
-def _fields(data: Any, obs: list[str] | None, layer: str | None) -> Any:
-    """The batches' structure, each leaf a ``Column``: one column for an array-like, a dict of them
-    for a mapping, ``{"X": ..., "obs": {...}}`` for AnnData or an annbatch DatasetCollection."""
-    kind = type(data)
-    module = kind.__module__
-    if module.startswith("annbatch") and kind.__name__ == "DatasetCollection":
-        return _anndata_fields(_collection_parts(data), list(obs or ()), layer)
-    if module.startswith("anndata") and kind.__name__ == "AnnData":
-        return _anndata_fields([data], list(obs or ()), layer)
-    if obs is not None or layer is not None:
-        raise TypeError(
-            f"{_OWNER}: obs= and layer= are for AnnData or an annbatch DatasetCollection, not {kind.__name__}"
-        )
-    if isinstance(data, Mapping):
-        if not data:
-            raise ValueError(f"{_OWNER}: data is an empty mapping; give it at least one array")
-        return {str(key): Column(_OWNER, str(key), [value]) for key, value in data.items()}
-    return Column(_OWNER, "data", [data])
-
-
-def _leaves(fields: Any) -> list[Column]:
-    if isinstance(fields, Column):
-        return [fields]
-    return [leaf for value in fields.values() for leaf in _leaves(value)]
-
-
-def _read(fields: Any, request: Any, needs_rows: bool) -> list[Any]:
-    """The request's batches, each a pytree of ``fields``' shape."""
-    rows = request_rows(request) if needs_rows else None
-    offsets = request.offsets.tolist()
-
-    def ordered(node: Any) -> Any:
-        if isinstance(node, Column):
-            return (node, node.ordered(request, rows))
-        return {key: ordered(value) for key, value in node.items()}
-
-    def cut(node: Any, begin: int, end: int) -> Any:
-        if isinstance(node, tuple):
-            return node[0].batch(node[1], begin, end)
-        return {key: cut(value, begin, end) for key, value in node.items()}
-
-    read = ordered(fields)
-    return [cut(read, begin, end) for begin, end in zip(offsets[:-1], offsets[1:])]
 
 
 # --- the processes of a jax.distributed job ------------------------------------------------------
@@ -231,11 +129,13 @@ class ChunkDataset(grain.IterDataset):
     """A ``grain.IterDataset`` whose elements are the batches of a chunksampler sampler's epochs over
     ``data``, each read group read as contiguous chunks.
 
-    ``data``: an array-like with row slicing (numpy, zarr, h5py, a scipy CSR matrix), a mapping of
-    names to such arrays of one length (each batch a dict of the same names), an ``anndata.AnnData``
-    or an annbatch ``DatasetCollection`` (each batch ``{"X": rows, "obs": {key: values}}`` with the
-    ``obs`` columns named: a categorical's codes, a number as it is; ``layer`` reads a layer in place
-    of X). Sparse rows come out dense.
+    ``data``: a ``chunksampler.reader.Reader``, or what one reads: an array-like with row slicing
+    (numpy, zarr, h5py, a scipy CSR matrix), a mapping of names to such arrays of one length (each
+    batch a dict of the same names), an ``anndata.AnnData`` or an annbatch ``DatasetCollection``
+    (each batch ``{"X": rows, "obs": {key: values}}`` with the ``obs`` columns named: a
+    categorical's codes, a number as it is; ``layer`` reads a layer in place of X). Sparse rows come
+    out dense. A read that fails raises ``chunksampler.ReadError`` and leaves the iterator before
+    that request's batches: the next ``next()`` reads it again.
 
     ``sampler``: any chunksampler sampler, or a DistributedSampler of one; it is copied, and each
     iterator plays its own copy from the sampler's current epoch. Under an initialized
@@ -261,17 +161,8 @@ class ChunkDataset(grain.IterDataset):
     ) -> None:
         super().__init__()
         check_sampler(f"{_OWNER}: sampler", sampler)
-        if obs is not None and (isinstance(obs, str) or not all(isinstance(key, str) for key in obs)):
-            raise TypeError(f"{_OWNER}: obs must be a list of column names, got {obs!r}")
-        self._fields = _fields(data, obs, layer)
-        leaves = _leaves(self._fields)
-        lengths = {leaf.name: leaf.n_obs for leaf in leaves}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(
-                f"{_OWNER}: the arrays must have one row per observation each, but their lengths differ: {lengths}"
-            )
-        self._n_obs = leaves[0].n_obs
-        self._needs_rows = any(leaf.in_memory for leaf in leaves)
+        self._reader = data if isinstance(data, Reader) else Reader._of(_OWNER, data, obs=obs, layer=layer)
+        self._n_obs = self._reader.n_obs
         if num_epochs is not None:
             num_epochs = index("num_epochs", num_epochs)
             if num_epochs < 1:
@@ -329,6 +220,7 @@ class ChunkDatasetIterator(grain.DatasetIterator):
         self._sampler = copy.deepcopy(dataset._sampler)
         self._group: list[Any] = []
         self._taken = 0  # batches of self._group handed out
+        self._reads: ReadAhead | None = None  # the reads of self._requests, made at the first batch
         self._begin(dataset._first_epoch)
 
     def _begin(self, epoch: int) -> None:
@@ -342,10 +234,16 @@ class ChunkDatasetIterator(grain.DatasetIterator):
         process count or dataset size."""
         epoch = sampler.epoch  # sample_arrays() moves the sampler on to the next epoch
         requests = sampler.sample_arrays(self._dataset._n_obs, worker=self._dataset._worker)
+        self._close_reads()
         self._sampler, self._epoch = sampler, epoch
         self._requests = requests
         self._pass = Iteration(requests, 0)
         self._group, self._taken = [], 0
+
+    def _close_reads(self) -> None:
+        reads, self._reads = getattr(self, "_reads", None), None
+        if reads is not None:
+            reads.close()
 
     def _ended(self, epoch: int) -> bool:
         end = self._dataset._num_epochs
@@ -355,14 +253,22 @@ class ChunkDatasetIterator(grain.DatasetIterator):
         while self._taken == len(self._group):
             if self._ended(self._epoch):
                 raise StopIteration
-            request = next(self._requests, None)
-            if request is None:
+            if self._reads is None:  # the next request is read while this one's batches are used
+                self._reads = ReadAhead(self._dataset._reader, self._requests)
+            try:
+                item = next(self._reads, None)
+            except ReadError:
+                # Nothing of the failed request was handed out: the next call reads it again.
+                self.set_state(self.get_state())
+                raise
+            if item is None:
                 if self._ended(self._epoch + 1):
                     self._epoch += 1
+                    self._close_reads()
                     raise StopIteration
                 self._begin(self._epoch + 1)
                 continue
-            self._group = _read(self._dataset._fields, request, self._dataset._needs_rows)
+            self._group = self._dataset._reader.batches(*item)
             self._taken = 0
         batch = self._group[self._taken]
         self._group[self._taken] = None  # handed out: the iterator keeps no reference to it

@@ -13,7 +13,7 @@ from conftest import rng
 
 import chunksampler as cs
 from chunksampler._integration import request_rows
-from chunksampler._reader import Column, read_order
+from chunksampler.reader import Reader, _Column, read_order
 
 zarr = pytest.importorskip("zarr")
 from zarr.abc.store import SuffixByteRequest  # noqa: E402
@@ -48,7 +48,7 @@ def zarr_array(data: np.ndarray, chunk: int, shard: int | None = None, store=Non
 
 
 def sources(data: np.ndarray, chunk: int, tmp_path) -> dict[str, list]:
-    """The kinds of source, each as the parts a Column takes, holding ``data``."""
+    """The kinds of source, each as the parts a column of a Reader takes, holding ``data``."""
     import h5py
     import scipy.sparse
 
@@ -86,7 +86,7 @@ def test_the_rows_read_are_the_sources_rows_at_the_requests_positions(tmp_path, 
         for rank in range(world):
             sampler = cs.DistributedSampler(base, dist_info=lambda r=rank: (r, world), mode=mode, remainder="pad")
             for name, parts in kinds.items():
-                column = Column("test", name, parts)
+                column = _Column("test", name, parts)
                 for request in sampler.sample_arrays(n_obs):
                     got = column.ordered(request, None)
                     got = got.toarray() if hasattr(got, "toarray") else np.asarray(got)
@@ -108,7 +108,7 @@ def test_a_zarr_store_reads_each_chunk_once_an_epoch(world):
     chunk, n_obs = 16, 16 * 50
     data = rows_of(n_obs)
     store = CountingStore()
-    column = Column("test", "x", [zarr_array(data, chunk, store=store)])
+    column = _Column("test", "x", [zarr_array(data, chunk, store=store)])
     base = cs.RandomSampler(chunk_size=chunk, preload_nchunks=4, batch_size=32, rng=rng(3))
     named = []
     for rank in range(world):
@@ -126,7 +126,7 @@ def test_a_sharded_zarr_store_reads_a_shards_index_once_a_request():
     chunk, shard, n_obs = 8, 64, 8 * 64
     data = rows_of(n_obs)
     store = CountingStore()
-    column = Column("test", "x", [zarr_array(data, chunk, shard=shard, store=store)])
+    column = _Column("test", "x", [zarr_array(data, chunk, shard=shard, store=store)])
     sampler = cs.RandomSampler(chunk_size=chunk, preload_nchunks=8, batch_size=16, rng=rng(4))
     shards_touched = 0
     for request in sampler.sample_arrays(n_obs):
