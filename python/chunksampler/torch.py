@@ -23,6 +23,7 @@ from ._errors import ConfigError, NotADataLoaderError, StateError
 from ._integration import AnySampler, Iteration, check_every_rank, check_sampler, request_rows
 from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict
+from .reader import ReadAhead, Reader, _copy as _copy_request, is_source, is_sparse
 
 __all__ = ["BatchSampler", "ChunkDataLoader"]
 
@@ -354,6 +355,95 @@ class BatchSampler(torch.utils.data.BatchSampler):
         return f"BatchSampler({self._sampler!r}, n_obs={self._n_obs})"
 
 
+# --- a loader over a source: each request read whole ------------------------------------------------
+
+
+class _Requests(BatchSampler):
+    """The batch sampler of a ``ChunkDataLoader`` over a source: each of its items is one whole load
+    request (copied: the sampler's arrays are views of its buffers), which one fetch reads at once, in
+    a DataLoader worker or in the loader's process; its iteration still counts batches."""
+
+    @staticmethod
+    def _batches(requests: Iterator[RequestArrays], iteration: Iteration) -> Iterator[list[Any]]:
+        for request in requests:
+            iteration.yielded += len(request.offsets) - 1
+            yield [_copy_request(request)]
+
+    def _received(self) -> int | None:
+        return None  # the DataLoader counts requests; the ChunkDataLoader counts the batches
+
+
+def _tensors(rows: Any) -> Any:
+    """A request's rows (numpy arrays, scipy CSR matrices, dicts of them) as torch tensors, without a
+    copy: a dense array's buffer is shared; a CSR matrix becomes a sparse CSR tensor of its arrays."""
+    if isinstance(rows, dict):
+        return {key: _tensors(value) for key, value in rows.items()}
+    if is_sparse(rows):
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(rows.indptr.astype(np.int64, copy=False)),
+            torch.from_numpy(rows.indices.astype(np.int64, copy=False)),
+            torch.from_numpy(rows.data),
+            size=rows.shape,
+            check_invariants=False,
+        )
+    return torch.from_numpy(np.ascontiguousarray(rows))
+
+
+def _first(items: list[Any]) -> Any:
+    """The DataLoader's collate_fn over a source: each fetch is one request, read whole."""
+    return items[0]
+
+
+class _RequestReads(torch.utils.data.Dataset):
+    """What a DataLoader fetches from for a ``ChunkDataLoader`` over a source: a request, read through
+    the reader into tensors, with its batches' bounds."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    def __getitems__(self, requests: list[RequestArrays]) -> list[tuple[Any, list[int]]]:
+        return [(_tensors(self.reader.read(request)), request.offsets.tolist()) for request in requests]
+
+    def __getitem__(self, request: RequestArrays) -> tuple[Any, list[int]]:
+        return self.__getitems__([request])[0]
+
+    def __len__(self) -> int:
+        return self.reader.n_obs
+
+
+def _pinned(rows: Any) -> Any:
+    if isinstance(rows, dict):
+        return {key: _pinned(value) for key, value in rows.items()}
+    return rows.pin_memory()
+
+
+def _whole_to_device(rows: Any, device: torch.device, non_blocking: bool) -> Any:
+    """A request's dense tensors moved to ``device`` whole (one copy each; its batches are then views
+    there); sparse ones stay, to be cut first."""
+    if isinstance(rows, dict):
+        return {key: _whole_to_device(value, device, non_blocking) for key, value in rows.items()}
+    return rows if rows.layout == torch.sparse_csr else rows.to(device, non_blocking=non_blocking)
+
+
+def _cut(rows: Any, begin: int, end: int, device: torch.device | None, non_blocking: bool) -> Any:
+    """Rows ``[begin, end)`` of a request's tensors: a view of a dense one, a CSR tensor of a sparse
+    one's rows (moved to ``device``: a request's sparse tensor stays where it was read)."""
+    if isinstance(rows, dict):
+        return {key: _cut(value, begin, end, device, non_blocking) for key, value in rows.items()}
+    if rows.layout != torch.sparse_csr:
+        return rows[begin:end]
+    crow = rows.crow_indices()
+    low, high = int(crow[begin]), int(crow[end])
+    batch = torch.sparse_csr_tensor(
+        crow[begin : end + 1] - low,
+        rows.col_indices()[low:high],
+        rows.values()[low:high],
+        size=(end - begin, *rows.shape[1:]),
+        check_invariants=False,
+    )
+    return batch if device is None else batch.to(device, non_blocking=non_blocking)
+
+
 # DataLoader arguments that the chunk sampler decides: the batches, their size and order.
 _SAMPLER_OWNS = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
 # The inner DataLoader's other settings, readable on a ChunkDataLoader as on a DataLoader: Accelerate's
@@ -432,6 +522,8 @@ class ChunkDataLoader:
         n_obs: int | None = None,
         equal_batches: bool = True,
         device: torch.device | str | None = None,
+        obs: list[str] | None = None,
+        layer: str | None = None,
         **dataloader_kwargs: Any,
     ) -> None:
         check_sampler("ChunkDataLoader: sampler", sampler)
@@ -441,15 +533,37 @@ class ChunkDataLoader:
                 f"ChunkDataLoader: {', '.join(given)} must not be given: the sampler decides the batches "
                 f"(its batch_size is {sampler.batch_size}, its drop_last {sampler.drop_last})"
             )
-        if n_obs is None:
-            try:
-                n_obs = len(dataset)
-            except TypeError:
+        self._source = dataset
+        self._reader: Reader | None = None
+        self._collate: Any = None
+        if is_source(dataset):
+            reader = dataset if isinstance(dataset, Reader) else Reader._of(
+                "ChunkDataLoader", dataset, obs=obs, layer=layer, sparse="csr"
+            )
+            if n_obs is not None:
+                reader._check_n_obs("ChunkDataLoader", index("n_obs", n_obs))
+            n_obs = reader.n_obs
+            self._reader, self._collate = reader, dataloader_kwargs.pop("collate_fn", None)
+            self._batch_sampler: BatchSampler = _Requests(sampler, n_obs)
+            self._loader = torch.utils.data.DataLoader(
+                _RequestReads(reader), batch_sampler=self._batch_sampler, collate_fn=_first, **dataloader_kwargs
+            )
+        else:
+            if obs is not None or layer is not None:
                 raise TypeError(
-                    f"ChunkDataLoader: n_obs must be given for a dataset without len(), got a {type(dataset).__name__}"
-                ) from None
-        self._batch_sampler = BatchSampler(sampler, n_obs)
-        self._loader = torch.utils.data.DataLoader(dataset, batch_sampler=self._batch_sampler, **dataloader_kwargs)
+                    "ChunkDataLoader: obs= and layer= are for an AnnData or an annbatch DatasetCollection read through "
+                    f"chunksampler.reader, not a {type(dataset).__name__}"
+                )
+            if n_obs is None:
+                try:
+                    n_obs = len(dataset)
+                except TypeError:
+                    raise TypeError(
+                        f"ChunkDataLoader: n_obs must be given for a dataset without len(), got a "
+                        f"{type(dataset).__name__}"
+                    ) from None
+            self._batch_sampler = BatchSampler(sampler, n_obs)
+            self._loader = torch.utils.data.DataLoader(dataset, batch_sampler=self._batch_sampler, **dataloader_kwargs)
         self._equal_batches = bool(equal_batches)
         try:
             self._device = None if device is None else torch.device(device)
@@ -490,8 +604,15 @@ class ChunkDataLoader:
 
     @property
     def dataset(self) -> Any:
-        """The dataset the batches index."""
-        return self._loader.dataset
+        """The dataset the batches index, or the source they are read from (as given)."""
+        return self._source
+
+    @property
+    def reader(self) -> Reader | None:
+        """The ``chunksampler.reader.Reader`` each load request is read through, where the dataset is a
+        source (zarr, h5py, scipy CSR, AnnData, an annbatch DatasetCollection, a Reader); None for a
+        map-style dataset, which the DataLoader fetches batch by batch."""
+        return self._reader
 
     @property
     def n_obs(self) -> int:
@@ -539,6 +660,9 @@ class ChunkDataLoader:
         self._restore = None
         self._pass, self._handed = None, 0
         device, non_blocking = self._device, self._loader.pin_memory
+        if self._reader is not None:
+            yield from self._read_requests(device, non_blocking)
+            return
         for batch in self._loader:
             if self._pass is None:
                 # The pass this batch came from, which the DataLoader's iterator has begun: it knows
@@ -546,6 +670,40 @@ class ChunkDataLoader:
                 self._pass = self._batch_sampler._iteration
             self._handed += 1
             yield batch if device is None else _to_device(batch, device, non_blocking)
+
+    def _read_requests(self, device: torch.device | None, non_blocking: bool) -> Iterator[Any]:
+        """The batches of each request read whole (by a DataLoader worker, or in this process with the
+        next request read ahead), as views of its tensors. A failed read leaves the loader where it
+        was before the request: its state, and the next iteration, continue after the batches
+        handed out."""
+        start = self.state_dict()
+        collate = self._collate
+        try:
+            for rows, offsets in self._loader if self.num_workers > 0 else self._read_here():
+                if self._pass is None:
+                    self._pass = self._batch_sampler._iteration
+                if device is not None:
+                    rows = _whole_to_device(rows, device, non_blocking)
+                for begin, end in zip(offsets[:-1], offsets[1:]):
+                    batch = _cut(rows, begin, end, device, non_blocking)
+                    if collate is not None:
+                        batch = collate(batch)
+                    self._handed += 1
+                    yield batch
+        except Exception:
+            self.load_state_dict(start if self._pass is None else self._pass.state_dict(self._handed))
+            raise
+
+    def _read_here(self) -> Iterator[tuple[Any, list[int]]]:
+        """Each request read in this process, the next one in a thread while this one's batches train."""
+        pin = self._loader.pin_memory and torch.cuda.is_available()
+        reads = ReadAhead(self._reader, (item[0] for item in self._batch_sampler))
+        try:
+            for request, rows in reads:
+                tensors = _tensors(rows)
+                yield (_pinned(tensors) if pin else tensors), request.offsets.tolist()
+        finally:
+            reads.close()
 
     def _settle_restore(self) -> None:
         """Puts a pending ``load_state_dict`` back if the sampler's ``set_epoch`` of the same epoch

@@ -47,10 +47,19 @@ def test_extension_needs_no_shared_libfmt():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
+def test_the_reader_imports_no_framework_nor_store():
+    # In a fresh interpreter: the engine imports zarr, h5py, scipy or anndata only with a source of theirs.
+    code = (
+        "import sys, chunksampler.reader; "
+        "print(sorted(m for m in ('torch', 'zarr', 'h5py', 'scipy', 'anndata', 'jax', 'grain') if m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
 def test_dir_is_the_public_api():
     assert dir(chunksampler) == sorted(chunksampler.__all__)
-    # Nothing public beyond __all__ but the integrations' modules, once imported.
-    integrations = {"torch", "lightning", "scvi", "accelerate", "transformers", "grain"}
+    # Nothing public beyond __all__ but the integrations' modules and the reading engine, once imported.
+    integrations = {"torch", "lightning", "scvi", "accelerate", "transformers", "grain", "reader"}
     extra = {name for name in vars(chunksampler) if not name.startswith("_")} - set(chunksampler.__all__)
     assert extra <= integrations, extra
     assert not hasattr(chunksampler, "version") and not hasattr(chunksampler, "annotations")
