@@ -22,7 +22,9 @@ the store as its kind allows:
   without a copy (HDF5 serializes every call in a process on one lock, so threads would not read
   them any faster: DataLoader workers do);
 - a scipy CSR matrix in memory, or an in-memory numpy array: indexed at the request's rows at once;
-- a backed CSR dataset (anndata's, AnnData's backed sparse X): one row slice per chunk, stacked;
+- a backed CSR dataset (anndata's, AnnData's backed sparse X, zarr or HDF5): its row pointers read
+  once (8 bytes a row, kept), then the request's non-zeros with one orthogonal selection per array
+  (zarr) or one ``read_direct`` per chunk and array (HDF5);
 - anything else with row slicing (a memmap, an array-like): one slice per chunk into the buffer.
 
 The rows are then put in the batches' order (one gather, the only copy), and each batch is a view
@@ -42,10 +44,13 @@ state where it was before that request, so iterating again retries it.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -115,6 +120,110 @@ def _is_h5py(array: Any) -> bool:
     return type(array).__module__.startswith("h5py") and hasattr(array, "read_direct")
 
 
+_ZARRS = "zarrs.ZarrsCodecPipeline"
+
+
+def _pipeline(array: Any) -> str:
+    """The module of a zarr array's codec pipeline (``"zarrs"`` or ``"zarr..."``), ``""`` if unknown."""
+    pipeline = getattr(getattr(array, "_async_array", None), "codec_pipeline", None)
+    return "" if pipeline is None else type(pipeline).__module__
+
+
+def _under_zarrs(array: Any) -> Any:
+    """A zarr array reopened (read-only) under the zarrs codec pipeline where zarrs is installed and
+    the array was opened under another and lies in a local store (annbatch's advice for local file
+    systems: zarrs decodes a call's chunks in parallel, in Rust); as it is elsewhere."""
+    pipeline = _pipeline(array)
+    local = type(getattr(array, "store", None)).__name__ == "LocalStore"
+    if not local or not pipeline or pipeline.startswith("zarrs") or importlib.util.find_spec("zarrs") is None:
+        return array
+    import zarr
+
+    with zarr.config.set({"codec_pipeline.path": _ZARRS}):
+        return zarr.open_array(array.store_path, mode="r")
+
+
+@functools.cache
+def _joined_reads() -> Any:
+    """zarr's internals that read several row ranges of an array in one call into one buffer (its
+    ``BasicIndexer``s joined, ``AsyncArray._get_selection``, as annbatch's Loader reads), checked
+    once; None, with a warning, where this zarr lacks one: each call is then an orthogonal
+    selection, much slower under zarrs."""
+    import zarr
+
+    try:
+        from zarr.core import buffer, indexing, sync
+
+        parts = (indexing.BasicIndexer, indexing.Indexer, indexing.ChunkProjection, sync.sync,
+                 buffer.default_buffer_prototype, zarr.AsyncArray._get_selection)
+    except (ImportError, AttributeError) as error:
+        warnings.warn(
+            f"chunksampler.reader: zarr {zarr.__version__} lacks {error.name if hasattr(error, 'name') else error} "
+            f"({error}), which reading a request's chunks in one call under zarrs needs; each request is read with "
+            "one orthogonal selection instead, several times slower under zarrs",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return parts
+
+
+def _read_runs(reads: list[tuple[Any, list[tuple[int, int]], np.ndarray]]) -> None:
+    """Fills each ``out`` with rows ``[start, stop)`` of each run of its zarr array, laid end to end:
+    one selection per array, gathered in one call to zarr's event loop."""
+    import asyncio
+
+    basic, _, _, sync, prototype_of, _ = _joined_reads()
+    prototype = prototype_of()
+
+    class Joined:
+        """The runs' indexers as one, each run's rows placed after the previous run's in ``out``."""
+
+        def __init__(self, indexers: list[Any]) -> None:
+            self.indexers = indexers
+            self.shape = (sum(indexer.shape[0] for indexer in indexers), *indexers[0].shape[1:])
+            self.drop_axes = indexers[0].drop_axes
+
+        def __iter__(self) -> Iterator[Any]:
+            at = 0
+            for indexer in self.indexers:
+                for projection in indexer:
+                    rows = projection.out_selection[0]
+                    shifted = (slice(at + rows.start, at + rows.stop), *projection.out_selection[1:])
+                    yield projection._replace(out_selection=shifted)
+                at += indexer.shape[0]
+
+    def selection(array: Any, runs: list[tuple[int, int]], out: np.ndarray) -> Any:
+        grid = getattr(array, "_chunk_grid", None) or array.metadata.chunk_grid
+        shape = array.metadata.shape
+        joined = Joined([basic((slice(start, stop), Ellipsis), shape=shape, chunk_grid=grid) for start, stop in runs])
+        return array._async_array._get_selection(joined, prototype=prototype, out=prototype.nd_buffer(out))
+
+    async def gather() -> None:
+        await asyncio.gather(*(selection(array, runs, out) for array, runs, out in reads if runs))
+
+    sync(gather())
+
+
+def _joins(array: Any) -> bool:
+    """Whether ``array``'s reads go through ``_read_runs``: under zarrs, which decodes one call's
+    chunks in parallel (zarr's own pipeline reads an orthogonal selection faster)."""
+    return _pipeline(array).startswith("zarrs") and _joined_reads() is not None
+
+
+def _runs(starts: Iterable[int], stops: Iterable[int]) -> list[tuple[int, int]]:
+    """Ranges in order, adjacent ones merged."""
+    runs: list[tuple[int, int]] = []
+    for start, stop in zip(starts, stops):
+        if stop <= start:
+            continue
+        if runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], stop)
+        else:
+            runs.append((start, stop))
+    return runs
+
+
 def _kind(part: Any) -> str:
     return f"{type(part).__module__}.{type(part).__qualname__}"
 
@@ -161,10 +270,10 @@ class _Column:
     """One field of the batches: an array-like with one row per observation, or several laid end to
     end (the datasets of an annbatch ``DatasetCollection``)."""
 
-    __slots__ = ("_bounds", "_in_memory", "_owner", "_parts", "_sparse", "name")
+    __slots__ = ("_bounds", "_in_memory", "_indptrs", "_owner", "_parts", "_sparse", "_zarrs", "name")
 
-    def __init__(self, owner: str, name: str, parts: list[Any]) -> None:
-        self.name, self._owner = name, owner
+    def __init__(self, owner: str, name: str, parts: list[Any], zarrs: bool = True) -> None:
+        self.name, self._owner, self._zarrs = name, owner, zarrs
         for part in parts:
             shape = getattr(part, "shape", None)
             if shape is None or not hasattr(part, "__getitem__"):
@@ -188,7 +297,13 @@ class _Column:
         self._in_memory = len(parts) == 1 and (
             type(parts[0]) is np.ndarray or (scipy_sparse is not None and scipy_sparse.issparse(parts[0]))
         )
-        self._parts = [_Reopened(part) if _on_hdf5(part) else part for part in parts]
+        self._parts = [
+            _Reopened(part) if _on_hdf5(part) else _under_zarrs(part) if zarrs and _is_zarr(part) else part
+            for part in parts
+        ]
+        # A backed CSR part's data and indices arrays and its row pointers (read at its first request),
+        # with the process that opened them.
+        self._indptrs: dict[int, tuple[int, Any, Any, np.ndarray]] = {}
 
     @property
     def n_obs(self) -> int:
@@ -212,12 +327,7 @@ class _Column:
 
     def _read_dense(self, pieces: list[tuple[int, int, int]]) -> np.ndarray:
         """The pieces' rows laid end to end, each part read with as few calls as its kind allows."""
-        groups: list[list[tuple[int, int, int]]] = []
-        for piece in pieces:
-            if groups and groups[-1][0][0] == piece[0]:
-                groups[-1].append(piece)
-            else:
-                groups.append([piece])
+        groups = _by_part(pieces)
         if len(groups) == 1 and _is_zarr(self._part(pieces[0][0])):
             return self._zarr_rows(groups[0])  # the buffer zarr fills, without another copy
         first = self._part(pieces[0][0])
@@ -240,11 +350,40 @@ class _Column:
                 at += stop - start
         return buffer
 
+    def _read_sparse(self, pieces: list[tuple[int, int, int]]) -> Any:
+        """The pieces' rows laid end to end as one CSR matrix: a backed CSR part's non-zeros read
+        with one call per array (zarr) or one ``read_direct`` per chunk and array (HDF5), through
+        its row pointers (read once, 8 bytes a row); anything else one row slice per chunk."""
+        import scipy.sparse
+
+        blocks = []
+        for group in _by_part(pieces):
+            at = group[0][0]
+            part = self._part(at)
+            arrays = getattr(part, "group", None)
+            if arrays is None or not hasattr(part, "shape"):
+                blocks += [part[start:stop] for _, start, stop in group]
+                continue
+            cached = self._indptrs.get(at)
+            if cached is None or cached[0] != os.getpid():  # an HDF5 part is reopened in each process
+                data, indices = arrays["data"], arrays["indices"]
+                if self._zarrs:
+                    data, indices = _under_zarrs(data), _under_zarrs(indices)
+                cached = self._indptrs[at] = (os.getpid(), data, indices, np.asarray(arrays["indptr"][:], np.int64))
+            _, data, indices, indptr = cached
+            blocks.append(_csr_rows(data, indices, indptr, group, part.shape[1]))
+        return blocks[0] if len(blocks) == 1 else scipy.sparse.vstack(blocks, format="csr")
+
     def _zarr_rows(self, group: list[tuple[int, int, int]]) -> np.ndarray:
-        """The rows of one zarr array's chunks, in one call: one slice, or every row orthogonally."""
+        """The rows of one zarr array's chunks, in one call: one slice, the runs of rows joined
+        (under zarrs), or every row orthogonally."""
         part = self._part(group[0][0])
         if len(group) == 1:
             return np.asarray(part[group[0][1] : group[0][2]])
+        if _joins(part):
+            out = np.empty((sum(stop - start for _, start, stop in group), *part.shape[1:]), dtype=part.dtype)
+            _read_runs([(part, _runs((start for _, start, _ in group), (stop for _, _, stop in group)), out)])
+            return out
         return np.asarray(part.oindex[np.concatenate([np.arange(start, stop) for _, start, stop in group])])
 
     def ordered(self, request: RequestArrays, rows: np.ndarray | None) -> Any:
@@ -257,10 +396,7 @@ class _Column:
                 return self._empty()
             pieces = self._pieces(starts, stops)
             if self._sparse:
-                import scipy.sparse
-
-                stacked = [self._part(part)[start:stop] for part, start, stop in pieces]
-                return scipy.sparse.vstack(stacked, format="csr")[positions]
+                return self._read_sparse(pieces)[positions]
             return self._read_dense(pieces)[positions]
         except Exception as error:
             starts = np.asarray(request.starts)
@@ -284,6 +420,49 @@ class _Column:
         return rows.toarray() if self._sparse and dense else rows
 
 
+def _by_part(pieces: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """The pieces in runs of one part each (they are in row order, so a part's pieces are adjacent)."""
+    groups: list[list[tuple[int, int, int]]] = []
+    for piece in pieces:
+        if groups and groups[-1][0][0] == piece[0]:
+            groups[-1].append(piece)
+        else:
+            groups.append([piece])
+    return groups
+
+
+def _csr_rows(data: Any, indices: Any, indptr: np.ndarray, group: list[tuple[int, int, int]], width: int) -> Any:
+    """Rows ``[start, stop)`` of each piece of one backed CSR matrix, laid end to end, from its
+    ``data`` and ``indices`` arrays (zarr or HDF5) and its row pointers in memory."""
+    import scipy.sparse
+
+    starts = np.array([start for _, start, _ in group], dtype=np.int64)
+    stops = np.array([stop for _, _, stop in group], dtype=np.int64)
+    low, high = indptr[starts], indptr[stops]
+    counts = high - low
+    total = int(counts.sum())
+    if _is_zarr(data) and _joins(data):
+        values, columns = np.empty(total, dtype=data.dtype), np.empty(total, dtype=indices.dtype)
+        runs = _runs(low.tolist(), high.tolist())
+        _read_runs([(data, runs, values), (indices, runs, columns)])
+    elif _is_zarr(data):
+        # Every non-zero of the pieces in one orthogonal selection per array: one pass of zarr's pipeline.
+        at = np.repeat(low - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
+        values, columns = np.asarray(data.oindex[at]), np.asarray(indices.oindex[at])
+    else:
+        values, columns = np.empty(total, dtype=data.dtype), np.empty(total, dtype=indices.dtype)
+        begin = 0
+        for first, last in zip(low.tolist(), high.tolist()):
+            if last > first:
+                data.read_direct(values, np.s_[first:last], np.s_[begin : begin + last - first])
+                indices.read_direct(columns, np.s_[first:last], np.s_[begin : begin + last - first])
+            begin += last - first
+    row_counts = np.concatenate([np.diff(indptr[start : stop + 1]) for start, stop in zip(starts, stops)])
+    pointers = np.zeros(len(row_counts) + 1, dtype=np.int64)
+    np.cumsum(row_counts, out=pointers[1:])
+    return scipy.sparse.csr_matrix((values, columns, pointers), shape=(len(row_counts), width))
+
+
 # --- what the fields are ---------------------------------------------------------------------------
 
 
@@ -303,7 +482,7 @@ def _obs_column(owner: str, frame: Any, key: str) -> np.ndarray:
     return values
 
 
-def _anndata_fields(owner: str, parts: list[Any], obs: list[str], layer: str | None) -> dict[str, Any]:
+def _anndata_fields(owner: str, parts: list[Any], obs: list[str], layer: str | None, zarrs: bool) -> dict[str, Any]:
     """``{"X": column, "obs": {key: column}}`` of AnnData objects laid end to end."""
     if layer is None:
         x = [adata.X for adata in parts]
@@ -314,7 +493,7 @@ def _anndata_fields(owner: str, parts: list[Any], obs: list[str], layer: str | N
         x = [adata.layers[layer] for adata in parts]
     if any(part is None for part in x):
         raise ValueError(f"{owner}: the AnnData has no X; pass layer= to read one of its layers")
-    fields: dict[str, Any] = {"X": _Column(owner, "X", x)}
+    fields: dict[str, Any] = {"X": _Column(owner, "X", x, zarrs)}
     if obs:
         fields["obs"] = {
             key: _Column(owner, f"obs[{key!r}]", [np.concatenate([_obs_column(owner, adata.obs, key) for adata in parts])])
@@ -340,21 +519,21 @@ def _collection_parts(owner: str, collection: Any) -> list[Any]:
     return parts
 
 
-def _fields(owner: str, data: Any, obs: list[str] | None, layer: str | None) -> Any:
+def _fields(owner: str, data: Any, obs: list[str] | None, layer: str | None, zarrs: bool) -> Any:
     """The batches' structure, each leaf a ``_Column``."""
     kind = type(data)
     module = kind.__module__
     if module.startswith("annbatch") and kind.__name__ == "DatasetCollection":
-        return _anndata_fields(owner, _collection_parts(owner, data), list(obs or ()), layer)
+        return _anndata_fields(owner, _collection_parts(owner, data), list(obs or ()), layer, zarrs)
     if module.startswith("anndata") and kind.__name__ == "AnnData":
-        return _anndata_fields(owner, [data], list(obs or ()), layer)
+        return _anndata_fields(owner, [data], list(obs or ()), layer, zarrs)
     if obs is not None or layer is not None:
         raise TypeError(f"{owner}: obs= and layer= are for AnnData or an annbatch DatasetCollection, not {kind.__name__}")
     if isinstance(data, Mapping):
         if not data:
             raise ValueError(f"{owner}: the source is an empty mapping; give it at least one array")
-        return {str(key): _Column(owner, str(key), [value]) for key, value in data.items()}
-    return _Column(owner, "data", [data])
+        return {str(key): _Column(owner, str(key), [value], zarrs) for key, value in data.items()}
+    return _Column(owner, "data", [data], zarrs)
 
 
 def _leaves(fields: Any) -> list[_Column]:
@@ -385,7 +564,10 @@ class Reader:
 
     ``obs`` and ``layer`` are for AnnData and an annbatch ``DatasetCollection``. ``sparse`` says what
     a sparse source's batches are: ``"dense"`` (numpy arrays, the default) or ``"csr"`` (scipy CSR
-    matrices). A Reader pickles (HDF5 sources are reopened by each process from their file's path),
+    matrices). ``zarrs``: where the zarrs package is installed, zarr arrays on a local store are
+    reopened (read-only) under its codec pipeline, and each request's row ranges read in one call
+    (annbatch's advice: several times zarr-python's own pipeline); False reads them with the
+    pipeline they were opened with. A Reader pickles (HDF5 sources are reopened by each process from their file's path),
     so DataLoader workers started with ``spawn`` can take it.
 
     >>> import numpy as np, chunksampler
@@ -404,17 +586,18 @@ class Reader:
         obs: list[str] | None = None,
         layer: str | None = None,
         sparse: Literal["dense", "csr"] = "dense",
+        zarrs: bool = True,
     ) -> None:
-        self._open(_OWNER, source, obs, layer, sparse)
+        self._open(_OWNER, source, obs, layer, sparse, zarrs)
 
     @classmethod
     def _of(cls, owner: str, source: Any, *, obs: Any = None, layer: Any = None, sparse: str = "dense") -> Reader:
         """A Reader whose errors name ``owner`` (a loader that makes it), not the Reader."""
         reader = cls.__new__(cls)
-        reader._open(owner, source, obs, layer, sparse)
+        reader._open(owner, source, obs, layer, sparse, True)
         return reader
 
-    def _open(self, owner: str, source: Any, obs: Any, layer: Any, sparse: str) -> None:
+    def _open(self, owner: str, source: Any, obs: Any, layer: Any, sparse: str, zarrs: bool) -> None:
         if obs is not None and (isinstance(obs, str) or not all(isinstance(key, str) for key in obs)):
             raise TypeError(f"{owner}: obs must be a list of column names, got {obs!r}")
         if layer is not None and not isinstance(layer, str):
@@ -423,7 +606,7 @@ class Reader:
             raise ValueError(f"{owner}: sparse must be 'dense' or 'csr', got {sparse!r}")
         if isinstance(source, Reader):
             raise TypeError(f"{owner}: the source is a Reader already; pass it to the loader as it is")
-        self._fields = _fields(owner, source, obs, layer)
+        self._fields = _fields(owner, source, obs, layer, bool(zarrs))
         self._leaves = _leaves(self._fields)
         lengths = {leaf.name: leaf.n_obs for leaf in self._leaves}
         if len(set(lengths.values())) > 1:

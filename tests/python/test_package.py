@@ -65,8 +65,8 @@ def test_dir_is_the_public_api():
     assert not hasattr(chunksampler, "version") and not hasattr(chunksampler, "annotations")
 
 
-EXTRAS = {"torch", "torchdata", "lightning", "scvi", "annbatch", "jax", "grain", "accelerate", "transformers", "ray", "all",
-          "test"}
+EXTRAS = {"torch", "torchdata", "lightning", "scvi", "annbatch", "zarrs", "jax", "grain", "accelerate", "transformers",
+          "ray", "all", "test"}
 
 
 def test_the_extras_hold_what_the_stacks_run():

@@ -138,3 +138,50 @@ def test_a_sharded_zarr_store_reads_a_shards_index_once_a_request():
     # The chunks' bytes, besides the indexes: at most one read each (zarr merges neighbours within a
     # shard into one read).
     assert sum(store.reads.values()) - sum(store.index_reads.values()) <= 64
+
+
+def test_under_zarrs_a_local_store_reads_the_same_rows_in_one_call_per_array(tmp_path):
+    # zarrs (installed with the stacks) reads a local store's request as joined row ranges, through
+    # zarr's indexers; zarr's own pipeline through an orthogonal selection. The same rows either way.
+    pytest.importorskip("zarrs")
+    anndata = pytest.importorskip("anndata")
+    import scipy.sparse
+
+    import chunksampler.reader as reader_module
+
+    n_obs, chunk = 3_000, 50
+    generator = np.random.default_rng(8)
+    data = (generator.random((n_obs, 40)) < 0.2) * generator.random((n_obs, 40)).astype(np.float32)
+    dense = zarr.create_array(tmp_path / "dense.zarr", shape=data.shape, dtype=data.dtype, chunks=(chunk, 40),
+                              shards=(8 * chunk, 40))
+    dense[:] = data
+    plain = zarr.create_array(tmp_path / "plain.zarr", shape=data.shape, dtype=data.dtype, chunks=(chunk, 40))
+    plain[:] = data
+    anndata.AnnData(X=scipy.sparse.csr_matrix(data)).write_zarr(tmp_path / "csr.zarr")
+    csr = anndata.io.sparse_dataset(zarr.open_group(tmp_path / "csr.zarr", mode="r")["X"])
+    for source in (dense, plain, csr):
+        fast, slow = Reader(source, sparse="csr"), Reader(source, sparse="csr", zarrs=False)
+        leaf = fast._leaves[0]
+        assert reader_module._pipeline(leaf._parts[0] if reader_module._is_zarr(source) else
+                                       reader_module._under_zarrs(source.group["data"])).startswith("zarrs")
+        sampler = cs.RandomSampler(chunk_size=chunk, preload_nchunks=6, batch_size=25, rng=rng(6))
+        for request in sampler.sample_arrays(n_obs):
+            got, expected = fast.read(request), slow.read(request)
+            got = got.toarray() if hasattr(got, "toarray") else got
+            expected = expected.toarray() if hasattr(expected, "toarray") else expected
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(got, data[request_rows(request)])
+
+
+def test_a_zarr_without_the_internals_joined_reads_need_is_named_and_read_otherwise(monkeypatch):
+    import chunksampler.reader as reader_module
+
+    monkeypatch.delattr(zarr.AsyncArray, "_get_selection")
+    reader_module._joined_reads.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"zarr .* lacks .*_get_selection.* one orthogonal selection instead"):
+            assert reader_module._joined_reads() is None
+    finally:
+        monkeypatch.undo()
+        reader_module._joined_reads.cache_clear()
+    assert reader_module._joined_reads() is not None

@@ -1,0 +1,339 @@
+"""Loaders that read a chunked store, side by side: rows per second, and the chunk reads each makes
+an epoch, of chunksampler's torch ``ChunkDataLoader`` and Grain ``ChunkDataset`` (both reading
+through ``chunksampler.reader``), annbatch 0.3.1's ``Loader`` and scDataset 0.3, on one sampler's
+plan, beside the store's floor.
+
+Stores (``--rows`` rows, 200,000 by default; bench_loader.py's writers and matrices):
+
+* ``dense``: 256 float32 columns, ``annbatch.write_sharded`` at its defaults (64-row chunks, Blosc
+  lz4, one shard at this size);
+* ``zarr``: the same matrix as a plain zarr v3 array of 64-row chunks, no shards;
+* ``csr``: 2,000 columns at 5% density, ``annbatch.write_sharded``'s CSR;
+* ``h5ad``: the CSR matrix in an ``.h5ad`` file (``anndata.write_h5ad``), read backed
+  (``read_h5ad(backed="r")``), as single-cell users hold most of their data. annbatch's Loader
+  reads zarr only: it has no figure here.
+
+Readers, each over ``X``, batch 256, chunk 64, ``preload_nchunks`` 32 (``--preload``):
+
+* ``torch``: ``ChunkDataLoader(X, RandomSampler(64, P, 256))`` with 0 and 2 DataLoader workers
+  (``--workers``): each request read whole, in process with the next one read ahead, or by a
+  worker;
+* ``grain``: ``ChunkDataset(X, the same sampler, num_epochs=1)``, in process and under
+  ``mp_prefetch`` with the same worker count;
+* ``annbatch``: ``annbatch.Loader(batch_sampler=the same sampler, preload_to_gpu=False,
+  to=None).add_dataset(X)``, in process (the Loader has no workers);
+* ``scDataset``: ``scDataset(X, BlockShuffling(block_size=64), batch_size=256, fetch_factor=64 P
+  / 256)`` in a torch DataLoader (``batch_size=None``, the same worker counts), each fetch one
+  orthogonal read of its sorted rows (``oindex``; a backed CSR dataset indexed at them): blocks of
+  64 rows, P of them a fetch, the reads of one of our requests;
+* ``floor``: the store's rows read in order in slices of 65,536 rows: what the store gives at all.
+
+Method: every file of the stores read once first (the page cache). Each run builds its reader
+afresh and counts from its first batch (worker start-up and the first read are not timed; the
+floor, which has none, is timed whole); the
+readers alternate, their order reversed each repetition, ``--repeats`` times (5); reported is the
+median rows/s. Before the timed runs one untimed in-process epoch of each zarr reader goes through
+a store that counts its reads of each chunk's key (a shard's index apart): the chunk reads per
+epoch, against the store's chunk count. Each run's rows are checked: every reader hands out the
+epoch's rows (``--rows`` rows, or the floor's whole store).
+
+    python bench_readers.py                       # about 15 minutes on 2 cores
+    python bench_readers.py --rows 20000 --repeats 1 --stores dense --workers 0
+    python bench_readers.py --json readers.json --cache ~/.cache/cs-readers
+
+Needs annbatch 0.3.1, scdataset 0.3, grain, torch, zarr 3, anndata and chunksampler installed
+(``scripts/bench_readers.sh`` makes that environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BATCH, GRID, FLOOR_SLICE = 256, 64, 65_536
+STORES = ("dense", "zarr", "csr", "h5ad")
+READERS = ("torch", "grain", "annbatch", "scDataset", "floor")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the stores ------------------------------------------------------------------------------------
+
+
+def ensure_stores(directory: Path, rows: int) -> dict[str, Path]:
+    import anndata as ad
+    import bench_loader  # beside this file: the matrices and annbatch's writers
+    import bench_stores
+
+    sizes = bench_loader.Sizes(n_obs=rows, dense_vars=256, csr_vars=2_000, csr_density=0.05)
+    expected = {"format": 1, "seed": bench_loader.SEED, **sizes.__dict__}
+    paths, reused = bench_stores.kept(directory, "bench_readers.json", expected, ("dense", "zarr", "csr"))
+    paths["h5ad"] = directory / "csr.h5ad"
+    if reused and paths["h5ad"].exists():
+        log(f"stores: reusing {directory}")
+        return paths
+    started = time.perf_counter()
+    rng = np.random.default_rng(bench_loader.SEED)
+    dense = bench_loader.dense_matrix(sizes, rng)
+    bench_loader.write_store(paths["dense"], dense, rows)
+    bench_loader.write_unsharded(paths["zarr"], dense)
+    del dense
+    csr = bench_loader.csr_matrix(sizes, rng)
+    bench_loader.write_store(paths["csr"], csr, rows)
+    ad.AnnData(X=csr).write_h5ad(paths["h5ad"])
+    (directory / "bench_readers.json").write_text(json.dumps(expected))
+    log(f"stores: written to {directory} in {time.perf_counter() - started:.1f} s")
+    return paths
+
+
+def counting(store: Any) -> tuple[Any, Counter[str]]:
+    """``store`` in a zarr WrapperStore, and the count of its reads of each key (a shard's index apart);
+    the count is shared by the copies zarr makes of the wrapper (``with_read_only``)."""
+    from zarr.abc.store import SuffixByteRequest
+    from zarr.storage import WrapperStore
+
+    reads: Counter[str] = Counter()
+
+    def count(key: str, byte_range: Any = None, times: int = 1) -> None:
+        if not key.endswith(("zarr.json", ".zattrs", ".zgroup", ".zarray", ".zmetadata")) and not isinstance(
+            byte_range, SuffixByteRequest
+        ):
+            reads[key] += times
+
+    class CountingStore(WrapperStore):
+        # A plain chunk (or a shard's index) through get/get_sync; a shard's inner chunks through
+        # get_ranges, one range each (zarr may merge neighbours into one read of the file).
+        async def get(self, key, prototype=None, byte_range=None):
+            count(key, byte_range)
+            return await super().get(key, prototype=prototype, byte_range=byte_range)
+
+        def get_sync(self, key, *, prototype=None, byte_range=None):
+            count(key, byte_range)
+            return super().get_sync(key, prototype=prototype, byte_range=byte_range)
+
+        def get_ranges(self, key, byte_ranges, **kwargs):
+            count(key, None, len(byte_ranges))
+            return super().get_ranges(key, byte_ranges, **kwargs)
+
+    return CountingStore(store), reads
+
+
+def open_x(path: Path, store: Any = None) -> Any:
+    """``X`` of a store, backed: a zarr array, a backed CSR dataset (zarr or HDF5)."""
+    import anndata as ad
+    import zarr
+
+    if path.suffix == ".h5ad":
+        return ad.read_h5ad(path, backed="r").X
+    group = zarr.open_group(store if store is not None else path, mode="r")
+    x = group["X"]
+    return ad.io.sparse_dataset(x) if x.attrs.get("encoding-type") == "csr_matrix" else x
+
+
+def chunk_count(x: Any) -> int:
+    """Storage chunks of X's data (a CSR's ``data`` array; its ``indices`` have as many again)."""
+    array = x if hasattr(x, "chunks") else x.group["data"]
+    return int(np.prod([-(-s // c) for s, c in zip(array.shape, array.chunks)]))
+
+
+# --- the readers -----------------------------------------------------------------------------------
+
+
+def sampler(preload: int, seed: int) -> Any:
+    import chunksampler
+
+    return chunksampler.RandomSampler(chunk_size=GRID, preload_nchunks=preload, batch_size=BATCH,
+                                      rng=np.random.default_rng(seed))
+
+
+def rows_of(batch: Any) -> int:
+    if isinstance(batch, dict):
+        batch = batch["X"]
+    return int(batch.shape[0])
+
+
+class Rows:
+    """An array-like over X for scDataset: ``len()``, and one read of a fetch's sorted rows."""
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def __getitem__(self, rows: np.ndarray) -> Any:
+        return self.x.oindex[rows] if hasattr(self.x, "oindex") else self.x[rows]
+
+
+def make(reader: str, x: Any, workers: int, preload: int, seed: int) -> Iterable[Any] | None:
+    """An epoch's iterable of ``reader`` over ``x`` with ``workers`` workers, None where it does not run."""
+    if not runs(reader, x, workers):
+        return None
+    if reader == "torch":
+        from chunksampler.torch import ChunkDataLoader
+
+        return ChunkDataLoader(x, sampler(preload, seed), num_workers=workers)
+    if reader == "grain":
+        import grain
+        from chunksampler.grain import ChunkDataset
+
+        dataset = ChunkDataset(x, sampler(preload, seed), num_epochs=1)
+        return dataset if workers == 0 else dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    if reader == "annbatch":
+        import annbatch
+
+        return annbatch.Loader(batch_sampler=sampler(preload, seed), preload_to_gpu=False, to=None).add_dataset(x)
+    if reader == "scDataset":
+        import torch.utils.data
+        from scdataset import BlockShuffling, scDataset
+
+        dataset = scDataset(Rows(x), BlockShuffling(block_size=GRID), batch_size=BATCH,
+                            fetch_factor=GRID * preload // BATCH, seed=seed)
+        return torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+    assert reader == "floor"
+    n = int(x.shape[0])
+    return (x[start : min(start + FLOOR_SLICE, n)] for start in range(0, n, FLOOR_SLICE))
+
+
+def runs(reader: str, x: Any, workers: int) -> bool:
+    """Whether ``reader`` runs over ``x`` with ``workers``: the floor and annbatch's Loader in process
+    only, annbatch's Loader over zarr only."""
+    if reader == "floor":
+        return workers == 0
+    if reader == "annbatch":
+        return workers == 0 and (hasattr(x, "oindex") or "zarr" in type(getattr(x, "group", None)).__module__)
+    return True
+
+
+def timed(iterable: Iterable[Any], from_first: bool = True) -> tuple[int, int, float]:
+    """Rows handed out (all), rows timed, and the seconds timed: from the first batch to the end
+    (``from_first``: a loader's start-up and first read apart), or the whole."""
+    started = time.perf_counter()
+    iterator = iter(iterable)
+    first = rows_of(next(iterator))
+    if from_first:
+        started = time.perf_counter()
+    later = 0
+    for batch in iterator:
+        later += rows_of(batch)
+    seconds = time.perf_counter() - started
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+    return first + later, later + (0 if from_first else first), seconds
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--preload", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--cache", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    stores, readers = args.stores.split(","), args.readers.split(",")
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    if not set(stores) <= set(STORES) or not set(readers) <= set(READERS):
+        parser.error(f"--stores takes some of {','.join(STORES)}, --readers some of {','.join(READERS)}")
+    warnings.filterwarnings("ignore")
+    import bench_stores
+    import zarr
+    from absl import flags
+
+    flags.FLAGS.mark_as_parsed()  # Grain's worker processes read an absl flag, as under absl.app.run
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {"rows": args.rows, "preload_nchunks": args.preload, "repeats": args.repeats,
+                               "cores": os.cpu_count(), "load_before": os.getloadavg()[0], "stores": {}}
+    with tempfile.TemporaryDirectory(prefix="bench_readers.") as scratch:
+        paths = ensure_stores(args.cache or Path(scratch), args.rows)
+        log(f"page cache: read {bench_stores.warm_page_cache(paths[s] for s in stores) / 2**20:,.0f} MiB")
+        for store in stores:
+            x = open_x(paths[store])
+            entry: dict[str, Any] = {"reads": {}, "rows_per_s": {}, "chunks": None}
+            results["stores"][store] = entry
+            if store != "h5ad":
+                entry["chunks"] = chunk_count(x)
+                for reader in readers:
+                    local, reads = counting(zarr.storage.LocalStore(paths[store], read_only=True))
+                    iterable = make(reader, open_x(paths[store], local), 0, args.preload, 1)
+                    if iterable is None:
+                        continue
+                    rows, _, _ = timed(iterable)
+                    data_reads = sum(n for key, n in reads.items() if key.startswith(("X/c/", "X/data/c/")))
+                    entry["reads"][reader] = {"data_chunk_reads": data_reads, "rows": rows}
+                    log(f"{store} {reader}: {data_reads:,} reads of X's data chunks ({entry['chunks']:,} chunks), "
+                        f"{rows:,} rows")
+            for workers in worker_counts:
+                rates_by: dict[str, list[float]] = {}
+                order = [r for r in readers if runs(r, x, workers)]
+                for repeat in range(args.repeats):
+                    for reader in order if repeat % 2 == 0 else order[::-1]:
+                        gc.collect()
+                        iterable = make(reader, x, workers, args.preload, 100 + repeat)
+                        rows, later, seconds = timed(iterable, from_first=reader != "floor")
+                        expected = int(x.shape[0])
+                        if rows != expected:
+                            raise SystemExit(f"{store} {reader} {workers} workers: {rows} rows, not {expected}")
+                        rates_by.setdefault(reader, []).append(later / seconds)
+                for reader, rates in rates_by.items():
+                    entry["rows_per_s"][f"{reader}/{workers}"] = {"median": statistics.median(rates), "runs": rates}
+                    log(f"{store} {reader} {workers} workers: {statistics.median(rates):,.0f} rows/s")
+    results["seconds"] = time.perf_counter() - started
+    results["load_after"] = os.getloadavg()[0]
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        f"{results['rows']:,} rows, chunk {GRID}, preload_nchunks {results['preload_nchunks']}, batch {BATCH}; "
+        f"median of {results['repeats']}; {results['cores']} cores, load {results['load_before']:.1f} before, "
+        f"{results['load_after']:.1f} after; {results['seconds']:.0f} s",
+        "",
+        "| store | reader | workers | rows/s | vs annbatch | vs scDataset | vs floor | chunk reads / chunks |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for store, entry in results["stores"].items():
+        rates = {key: value["median"] for key, value in entry["rows_per_s"].items()}
+        for key, rate in rates.items():
+            reader, workers = key.split("/")
+            base = rates.get("annbatch/0")
+            sc = rates.get(f"scDataset/{workers}")
+            floor = rates.get("floor/0")
+            reads = entry["reads"].get(reader) if workers == "0" else None
+            lines.append(
+                f"| {store} | {reader} | {workers} | {rate:,.0f} | "
+                f"{f'{rate / base:.2f}x' if base and reader != 'annbatch' else ''} | "
+                f"{f'{rate / sc:.2f}x' if sc and reader != 'scDataset' else ''} | "
+                f"{f'{rate / floor:.2f}x' if floor and reader != 'floor' else ''} | "
+                f"{f'{reads['data_chunk_reads'] / entry['chunks']:.2f}' if reads and entry['chunks'] else ''} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
