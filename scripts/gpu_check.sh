@@ -8,7 +8,10 @@
 #  2. Lightning's Trainer(accelerator="gpu") fitting through ChunkDataModule/ChunkDataLoader
 #     (examples/python/lightning_train.py, one device);
 #  3. Accelerate on the GPU through chunksampler.accelerate.prepare_loader
-#     (examples/python/accelerate_train.py --gpu), and a check that its batches arrive on the GPU.
+#     (examples/python/accelerate_train.py --gpu), and a check that its batches arrive on the GPU;
+#  4. ChunkDataLoader reading a zarr store and a CSR matrix through chunksampler.reader straight to
+#     the GPU (device="cuda", pin_memory=True; 0 and 2 workers): each request's buffer moved in one
+#     copy, its batches views there, equal to the same loader's batches on the CPU.
 # Without a CUDA GPU it says so and exits 0. A few minutes once the environment exists (its first
 # making downloads about 5 GB).
 #   scripts/gpu_check.sh
@@ -75,6 +78,29 @@ loader = prepare_loader(accelerator, ChunkDataLoader(rows, sampler, pin_memory=T
 devices = {str(t.device) for batch in loader for t in batch}
 print(f"gpu_check.sh: prepare_loader on {accelerator.device}: {len(loader)} batches on {sorted(devices)}", flush=True)
 assert devices == {str(accelerator.device)} and accelerator.device.type == "cuda", devices
+PY
+
+step "4. ChunkDataLoader over a zarr store and a CSR matrix, device='cuda'"
+(cd "$work" && "$python" - <<'PY') || fail "ChunkDataLoader's request buffers on the GPU"
+import numpy as np, scipy.sparse, torch, zarr
+import chunksampler as cs
+from chunksampler.torch import ChunkDataLoader
+
+data = np.random.default_rng(0).random((4096, 64), dtype=np.float32)
+store = zarr.create_array("rows.zarr", shape=data.shape, dtype=data.dtype, chunks=(64, 64))
+store[:] = data
+make = lambda: cs.RandomSampler(chunk_size=64, preload_nchunks=8, batch_size=128, rng=np.random.default_rng(1))
+for source in (store, scipy.sparse.csr_matrix(data * (data > 0.8))):
+    for workers in (0, 2):
+        on_cpu = list(ChunkDataLoader(source, make(), num_workers=workers))
+        on_gpu = list(ChunkDataLoader(source, make(), num_workers=workers, pin_memory=True, device="cuda"))
+        assert len(on_gpu) == len(on_cpu) and all(b.device.type == "cuda" for b in on_gpu)
+        for cpu, gpu in zip(on_cpu, on_gpu):
+            dense = gpu.to_dense() if gpu.layout == torch.sparse_csr else gpu
+            expected = cpu.to_dense() if cpu.layout == torch.sparse_csr else cpu
+            assert torch.equal(dense.cpu(), expected)
+        print(f"gpu_check.sh: {type(source).__name__}, {workers} workers: {len(on_gpu)} batches on the GPU, "
+              "equal to the CPU's", flush=True)
 PY
 
 if [ "$status" -eq 0 ]; then step "all passed"; else step "some checks failed (above)"; fi

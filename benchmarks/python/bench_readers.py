@@ -18,7 +18,7 @@ Readers, each over ``X``, batch 256, chunk 64, ``preload_nchunks`` 32 (``--prelo
 * ``torch``: ``ChunkDataLoader(X, RandomSampler(64, P, 256))`` with 0 and 2 DataLoader workers
   (``--workers``): each request read whole, in process with the next one read ahead, or by a
   worker;
-* ``grain``: ``ChunkDataset(X, the same sampler, num_epochs=1)``, in process and under
+* ``grain``: ``ChunkDataset(X, the same sampler, num_epochs=2)``, in process and under
   ``mp_prefetch`` with the same worker count;
 * ``annbatch``: ``annbatch.Loader(batch_sampler=the same sampler, preload_to_gpu=False,
   to=None).add_dataset(X)``, in process (the Loader has no workers);
@@ -28,18 +28,26 @@ Readers, each over ``X``, batch 256, chunk 64, ``preload_nchunks`` 32 (``--prelo
   64 rows, P of them a fetch, the reads of one of our requests;
 * ``floor``: the store's rows read in order in slices of 65,536 rows: what the store gives at all.
 
+Every reader reads through one zarr codec pipeline (``--pipeline``): zarrs where it is installed
+(annbatch's advice for local stores, ``annbatch[zarrs]``), else zarr-python's own. The chunk reads
+are counted through a wrapper store, which zarrs does not read (it reads local files itself): they
+are zarr-python's reads of the same requests.
+
 Method: every file of the stores read once first (the page cache). Each run builds its reader
-afresh and counts from its first batch (worker start-up and the first read are not timed; the
-floor, which has none, is timed whole); the
+afresh and plays two epochs (workers persistent), and only the second is timed, from the first
+epoch's last batch: worker start-up (a spawned process imports torch or Grain) and first reads
+are not timed; the
 readers alternate, their order reversed each repetition, ``--repeats`` times (5); reported is the
 median rows/s. Before the timed runs one untimed in-process epoch of each zarr reader goes through
 a store that counts its reads of each chunk's key (a shard's index apart): the chunk reads per
-epoch, against the store's chunk count. Each run's rows are checked: every reader hands out the
-epoch's rows (``--rows`` rows, or the floor's whole store).
+epoch, against the store's chunk count (on the dense stores, where the rows are whole chunks, ours
+must read each exactly once, or the script exits 1). Each run's rows are checked: every reader
+hands out the epoch's rows.
 
     python bench_readers.py                       # about 15 minutes on 2 cores
     python bench_readers.py --rows 20000 --repeats 1 --stores dense --workers 0
     python bench_readers.py --json readers.json --cache ~/.cache/cs-readers
+    python bench_readers.py --smoke               # 4,096 rows, once: its checks (tests/python/test_bench_smoke.py)
 
 Needs annbatch 0.3.1, scdataset 0.3, grain, torch, zarr 3, anndata and chunksampler installed
 (``scripts/bench_readers.sh`` makes that environment).
@@ -49,8 +57,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
+import pickle
 import statistics
 import sys
 import tempfile
@@ -66,6 +76,7 @@ import numpy as np
 BATCH, GRID, FLOOR_SLICE = 256, 64, 65_536
 STORES = ("dense", "zarr", "csr", "h5ad")
 READERS = ("torch", "grain", "annbatch", "scDataset", "floor")
+ZARRS = "zarrs.ZarrsCodecPipeline"
 
 
 def log(message: str) -> None:
@@ -168,10 +179,23 @@ def rows_of(batch: Any) -> int:
 
 
 class Rows:
-    """An array-like over X for scDataset: ``len()``, and one read of a fetch's sorted rows."""
+    """An array-like over X for scDataset: ``len()``, and one read of a fetch's sorted rows. Its
+    DataLoader workers are spawned under zarrs (zarrs' thread pool does not survive fork), and each
+    opens X again under the parent's codec pipeline (an unpickled array takes the default one)."""
 
-    def __init__(self, x: Any) -> None:
-        self.x = x
+    def __init__(self, x: Any, pipeline: str | None) -> None:
+        self.x, self.pipeline = x, pipeline
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"x": self.x, "pipeline": self.pipeline}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import zarr
+
+        self.x, self.pipeline = state["x"], state["pipeline"]
+        if self.pipeline is not None:
+            zarr.config.set({"codec_pipeline.path": self.pipeline})
+            self.x = pickle.loads(pickle.dumps(self.x))
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -180,19 +204,32 @@ class Rows:
         return self.x.oindex[rows] if hasattr(self.x, "oindex") else self.x[rows]
 
 
-def make(reader: str, x: Any, workers: int, preload: int, seed: int) -> Iterable[Any] | None:
-    """An epoch's iterable of ``reader`` over ``x`` with ``workers`` workers, None where it does not run."""
+def make(reader: str, x: Any, workers: int, preload: int, seed: int, zarrs: bool = True,
+         epochs: int = 1) -> Iterable[Any] | None:
+    """``epochs`` epochs of ``reader`` over ``x`` with ``workers`` workers (persistent: started once),
+    None where it does not run; ours read through a Reader that takes zarrs where installed, or not
+    (``zarrs``)."""
     if not runs(reader, x, workers):
         return None
+    if reader not in ("grain", "floor"):
+        once = make_one(reader, x, workers, preload, seed, zarrs)
+        return itertools.chain.from_iterable(itertools.repeat(once, epochs))
+    return make_one(reader, x, workers, preload, seed, zarrs, epochs)
+
+
+def make_one(reader: str, x: Any, workers: int, preload: int, seed: int, zarrs: bool, epochs: int = 1) -> Any:
     if reader == "torch":
+        from chunksampler.reader import Reader
         from chunksampler.torch import ChunkDataLoader
 
-        return ChunkDataLoader(x, sampler(preload, seed), num_workers=workers)
+        return ChunkDataLoader(Reader(x, sparse="csr", zarrs=zarrs), sampler(preload, seed), num_workers=workers,
+                               persistent_workers=workers > 0)
     if reader == "grain":
         import grain
         from chunksampler.grain import ChunkDataset
+        from chunksampler.reader import Reader
 
-        dataset = ChunkDataset(x, sampler(preload, seed), num_epochs=1)
+        dataset = ChunkDataset(Reader(x, zarrs=zarrs), sampler(preload, seed), num_epochs=epochs)
         return dataset if workers == 0 else dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
     if reader == "annbatch":
         import annbatch
@@ -202,12 +239,15 @@ def make(reader: str, x: Any, workers: int, preload: int, seed: int) -> Iterable
         import torch.utils.data
         from scdataset import BlockShuffling, scDataset
 
-        dataset = scDataset(Rows(x), BlockShuffling(block_size=GRID), batch_size=BATCH,
+        dataset = scDataset(Rows(x, ZARRS if zarrs else None), BlockShuffling(block_size=GRID), batch_size=BATCH,
                             fetch_factor=GRID * preload // BATCH, seed=seed)
-        return torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+        on_zarr = hasattr(x, "oindex") or "zarr" in type(getattr(x, "group", None)).__module__
+        context = "spawn" if workers and zarrs and on_zarr else None
+        return torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, multiprocessing_context=context,
+                                           persistent_workers=workers > 0)
     assert reader == "floor"
     n = int(x.shape[0])
-    return (x[start : min(start + FLOOR_SLICE, n)] for start in range(0, n, FLOOR_SLICE))
+    return (x[start : min(start + FLOOR_SLICE, n)] for _ in range(epochs) for start in range(0, n, FLOOR_SLICE))
 
 
 def runs(reader: str, x: Any, workers: int) -> bool:
@@ -220,22 +260,22 @@ def runs(reader: str, x: Any, workers: int) -> bool:
     return True
 
 
-def timed(iterable: Iterable[Any], from_first: bool = True) -> tuple[int, int, float]:
-    """Rows handed out (all), rows timed, and the seconds timed: from the first batch to the end
-    (``from_first``: a loader's start-up and first read apart), or the whole."""
-    started = time.perf_counter()
-    iterator = iter(iterable)
-    first = rows_of(next(iterator))
-    if from_first:
-        started = time.perf_counter()
-    later = 0
-    for batch in iterator:
-        later += rows_of(batch)
-    seconds = time.perf_counter() - started
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
-    return first + later, later + (0 if from_first else first), seconds
+def timed(iterable: Iterable[Any], epoch_rows: int) -> tuple[int, float]:
+    """Rows of the second epoch of ``iterable`` (two epochs of ``epoch_rows`` rows), and its seconds:
+    the clock starts as the first epoch's last batch is handed out, so a loader's start-up (worker
+    processes spawned, importing torch or Grain) and its first reads are not timed."""
+    rows, started, last = 0, None, 0.0
+    for batch in iterable:
+        rows += rows_of(batch)
+        last = time.perf_counter()
+        if started is None and rows >= epoch_rows:
+            if rows != epoch_rows:
+                raise SystemExit(f"the first epoch handed out {rows} rows, not {epoch_rows}")
+            started = last
+    if started is None:
+        raise SystemExit(f"one epoch handed out {rows} rows, not {epoch_rows}")
+    # To the last batch: the end of the iteration (a loader's wind-down) is not the epoch's reading.
+    return rows - epoch_rows, last - started
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -249,9 +289,19 @@ def main() -> int:
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--readers", default=",".join(READERS))
     parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--pipeline", choices=("zarr", "zarrs"), default=None,
+                        help="zarr's codec pipeline for every reader (default: zarrs where installed)")
     parser.add_argument("--cache", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--smoke", action="store_true",
+                        help="4,096 rows, once, in process, without scDataset where it is not installed: its checks, not its figures")
     args = parser.parse_args()
+    if args.smoke:
+        import importlib.util
+
+        args.rows, args.repeats, args.workers = 4_096, 1, "0"
+        if importlib.util.find_spec("scdataset") is None:
+            args.readers = ",".join(r for r in args.readers.split(",") if r != "scDataset")
     stores, readers = args.stores.split(","), args.readers.split(",")
     worker_counts = [int(w) for w in args.workers.split(",")]
     if not set(stores) <= set(STORES) or not set(readers) <= set(READERS):
@@ -263,8 +313,14 @@ def main() -> int:
 
     flags.FLAGS.mark_as_parsed()  # Grain's worker processes read an absl flag, as under absl.app.run
 
+    import importlib.util
+
+    pipeline = args.pipeline or ("zarrs" if importlib.util.find_spec("zarrs") else "zarr")
+    zarrs = pipeline == "zarrs"
+    if zarrs:  # every store opened from here on reads through zarrs: annbatch's, scDataset's and the floor's too
+        zarr.config.set({"codec_pipeline.path": ZARRS})
     started = time.perf_counter()
-    results: dict[str, Any] = {"rows": args.rows, "preload_nchunks": args.preload, "repeats": args.repeats,
+    results: dict[str, Any] = {"pipeline": pipeline, "rows": args.rows, "preload_nchunks": args.preload, "repeats": args.repeats,
                                "cores": os.cpu_count(), "load_before": os.getloadavg()[0], "stores": {}}
     with tempfile.TemporaryDirectory(prefix="bench_readers.") as scratch:
         paths = ensure_stores(args.cache or Path(scratch), args.rows)
@@ -277,12 +333,16 @@ def main() -> int:
                 entry["chunks"] = chunk_count(x)
                 for reader in readers:
                     local, reads = counting(zarr.storage.LocalStore(paths[store], read_only=True))
-                    iterable = make(reader, open_x(paths[store], local), 0, args.preload, 1)
+                    iterable = make(reader, open_x(paths[store], local), 0, args.preload, 1, zarrs)
                     if iterable is None:
                         continue
-                    rows, _, _ = timed(iterable)
+                    rows = sum(rows_of(batch) for batch in iterable)
                     data_reads = sum(n for key, n in reads.items() if key.startswith(("X/c/", "X/data/c/")))
                     entry["reads"][reader] = {"data_chunk_reads": data_reads, "rows": rows}
+                    if reader in ("torch", "grain") and store in ("dense", "zarr") and rows % GRID == 0:
+                        # Whole chunks only: ours read each of them exactly once an epoch.
+                        if data_reads != entry["chunks"]:
+                            raise SystemExit(f"{store} {reader}: {data_reads} chunk reads for {entry['chunks']} chunks")
                     log(f"{store} {reader}: {data_reads:,} reads of X's data chunks ({entry['chunks']:,} chunks), "
                         f"{rows:,} rows")
             for workers in worker_counts:
@@ -291,12 +351,13 @@ def main() -> int:
                 for repeat in range(args.repeats):
                     for reader in order if repeat % 2 == 0 else order[::-1]:
                         gc.collect()
-                        iterable = make(reader, x, workers, args.preload, 100 + repeat)
-                        rows, later, seconds = timed(iterable, from_first=reader != "floor")
-                        expected = int(x.shape[0])
-                        if rows != expected:
-                            raise SystemExit(f"{store} {reader} {workers} workers: {rows} rows, not {expected}")
-                        rates_by.setdefault(reader, []).append(later / seconds)
+                        iterable = make(reader, x, workers, args.preload, 100 + repeat, zarrs, epochs=2)
+                        rows, seconds = timed(iterable, int(x.shape[0]))
+                        if rows != int(x.shape[0]):
+                            raise SystemExit(f"{store} {reader} {workers} workers: {rows} rows, not {x.shape[0]}")
+                        del iterable  # its worker processes end before the next run starts
+                        gc.collect()
+                        rates_by.setdefault(reader, []).append(rows / seconds)
                 for reader, rates in rates_by.items():
                     entry["rows_per_s"][f"{reader}/{workers}"] = {"median": statistics.median(rates), "runs": rates}
                     log(f"{store} {reader} {workers} workers: {statistics.median(rates):,.0f} rows/s")
@@ -310,7 +371,7 @@ def main() -> int:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        f"{results['rows']:,} rows, chunk {GRID}, preload_nchunks {results['preload_nchunks']}, batch {BATCH}; "
+        f"zarr codec pipeline {results['pipeline']}; {results['rows']:,} rows, chunk {GRID}, preload_nchunks {results['preload_nchunks']}, batch {BATCH}; "
         f"median of {results['repeats']}; {results['cores']} cores, load {results['load_before']:.1f} before, "
         f"{results['load_after']:.1f} after; {results['seconds']:.0f} s",
         "",

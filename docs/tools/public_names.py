@@ -22,6 +22,7 @@ PYTHON_MODULES = (
     "chunksampler.transformers",
     "chunksampler.scvi",
     "chunksampler.grain",
+    "chunksampler.reader",
 )
 
 _OPEN = re.compile(r"^namespace ([\w:]+) \{")

@@ -309,6 +309,25 @@ class _Column:
     def n_obs(self) -> int:
         return int(self._bounds[-1])
 
+    @property
+    def under_zarrs(self) -> bool:
+        """Whether a zarr part reads through zarrs (whose thread pool a forked process cannot use)."""
+        arrays = [part for part in self._parts if _is_zarr(part)]
+        if self._zarrs:  # a backed CSR's arrays, which its first read reopens under zarrs where it can
+            groups = [getattr(part, "group", None) for part in self._parts if not isinstance(part, _Reopened)]
+            arrays += [_under_zarrs(group["data"]) for group in groups if type(group).__module__.startswith("zarr")]
+        return any(_pipeline(array).startswith("zarrs") for array in arrays)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_indptrs"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._indptrs = {}
+        if self._zarrs:  # an unpickled zarr array takes the process's default pipeline: zarrs again
+            self._parts = [_under_zarrs(part) if _is_zarr(part) else part for part in self._parts]
+
     def _part(self, at: int) -> Any:
         part = self._parts[at]
         return part.get() if isinstance(part, _Reopened) else part
@@ -572,7 +591,7 @@ class Reader:
 
     >>> import numpy as np, chunksampler
     >>> reader = Reader({"x": np.arange(20.0).reshape(10, 2), "y": np.arange(10)})
-    >>> sampler = chunksampler.SequentialSampler(chunk_size=5, preload_nchunks=2, batch_size=4)
+    >>> sampler = chunksampler.SequentialSampler(chunk_size=4, preload_nchunks=2, batch_size=4)
     >>> [batch["y"].tolist() for request in sampler.sample_arrays(reader.n_obs) for batch in reader.batches(request)]
     [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     """
@@ -619,6 +638,12 @@ class Reader:
     def n_obs(self) -> int:
         """The observations the source holds: the ``n_obs`` a sampler plays over it."""
         return self._n_obs
+
+    @property
+    def under_zarrs(self) -> bool:
+        """Whether it reads zarr arrays through the zarrs codec pipeline, whose thread pool a process
+        made by ``fork`` cannot use: DataLoader workers are then started by ``spawn``."""
+        return any(leaf.under_zarrs for leaf in self._leaves)
 
     @property
     def sparse(self) -> bool:

@@ -389,6 +389,23 @@ def _tensors(rows: Any) -> Any:
     return torch.from_numpy(np.ascontiguousarray(rows))
 
 
+def _not_forked(context: Any) -> Any:
+    """DataLoader workers' start method for a reader under zarrs: ``spawn`` where none is given; a
+    ``fork`` given is refused (zarrs' Rust thread pool does not survive it: a forked worker waits
+    for it forever)."""
+    if context is None:
+        return "spawn"
+    method = context if isinstance(context, str) else getattr(context, "get_start_method", lambda: None)()
+    if method == "fork":
+        raise ConfigError(
+            "ChunkDataLoader: multiprocessing_context='fork' cannot start workers that read through zarrs (its thread "
+            "pool does not survive fork: a forked worker would wait for it forever); leave multiprocessing_context "
+            "unset (spawn), pass 'spawn' or 'forkserver', or read without zarrs: chunksampler.reader.Reader(source, "
+            "zarrs=False)"
+        )
+    return context
+
+
 def _first(items: list[Any]) -> Any:
     """The DataLoader's collate_fn over a source: each fetch is one request, read whole."""
     return items[0]
@@ -482,14 +499,24 @@ class ChunkDataLoader:
     in place of Ray's ``prepare_data_loader``, which it refuses (that would rebuild it with torch's
     DistributedSampler, or fetch a batch ahead of the loop and of ``state_dict()``).
 
-    ``dataset`` is a map-style dataset of ``n_obs`` observations (``len(dataset)`` by default) and
-    ``sampler`` any chunksampler sampler; under several ranks a ``DistributedSampler`` whose rank and
-    world size are the job's (made once the process group is up, e.g. with ``dist_info="torch"`` in
-    ``train_dataloader()``). Each iteration plays the sampler's next epoch through
-    ``chunksampler.torch.BatchSampler``: the DataLoader receives each batch as a list of global
-    indices and fetches it (``dataloader_kwargs`` go to the DataLoader: ``num_workers``,
-    ``collate_fn``, ``pin_memory``, ...; not ``batch_size``, ``shuffle``, ``sampler``,
-    ``batch_sampler`` or ``drop_last``, which are the sampler's).
+    ``dataset`` is a source on disk, read a load request at a time, or a map-style dataset in
+    memory. A source (a zarr array, an h5py dataset, a scipy CSR matrix, an ``anndata.AnnData`` or
+    annbatch ``DatasetCollection`` with ``obs=[...]``/``layer=``, a ``chunksampler.reader.Reader``)
+    is read through ``chunksampler.reader``: each request's chunks once, into one buffer, its
+    batches views of it (tensors; a sparse source's are ``torch.sparse_csr_tensor``); in process the
+    next request is read in a thread while this one's batches train, with ``num_workers`` each
+    worker reads whole requests, handed back in the sampler's order (the same batches with any
+    worker count; spawned under zarrs, whose thread pool does not survive fork). A read that fails
+    raises ``chunksampler.ReadError`` and leaves the loader before that request: iterating again
+    retries it. Any other ``dataset`` is map-style, of ``n_obs`` observations (``len(dataset)`` by
+    default): the DataLoader receives each batch as a list of global indices from
+    ``chunksampler.torch.BatchSampler`` and fetches it (reading each chunk of a store about once
+    per batch: for datasets in memory). ``sampler`` is any chunksampler sampler; under several
+    ranks a ``DistributedSampler`` whose rank and world size are the job's (made once the process
+    group is up, e.g. with ``dist_info="torch"`` in ``train_dataloader()``). ``dataloader_kwargs``
+    go to the DataLoader: ``num_workers``, ``collate_fn`` (over a source: applied to each batch),
+    ``pin_memory``, ...; not ``batch_size``, ``shuffle``, ``sampler``, ``batch_sampler`` or
+    ``drop_last``, which are the sampler's.
 
     Every rank must make its loaders at the same point of the program (as Lightning calls
     ``train_dataloader()`` and ``setup()`` on each): if ``torch.distributed`` is initialized, the
@@ -544,6 +571,8 @@ class ChunkDataLoader:
                 reader._check_n_obs("ChunkDataLoader", index("n_obs", n_obs))
             n_obs = reader.n_obs
             self._reader, self._collate = reader, dataloader_kwargs.pop("collate_fn", None)
+            if dataloader_kwargs.get("num_workers", 0) and reader.under_zarrs:
+                dataloader_kwargs["multiprocessing_context"] = _not_forked(dataloader_kwargs.get("multiprocessing_context"))
             self._batch_sampler: BatchSampler = _Requests(sampler, n_obs)
             self._loader = torch.utils.data.DataLoader(
                 _RequestReads(reader), batch_sampler=self._batch_sampler, collate_fn=_first, **dataloader_kwargs

@@ -42,3 +42,13 @@ def test_bench_class_smoke_agrees_and_exits_0():
     pytest.importorskip("pandas")
     out = smoke("bench_class.py", 300)
     assert out.count("| ClassSampler |") == 4 and out.count("| WeightedClassSampler |") == 4
+
+
+def test_bench_readers_smoke_counts_and_exits_0():
+    # --smoke: 4,096 rows on the four stores, our torch and Grain loaders, annbatch's Loader and the
+    # floor in process, once (about 40 s); it exits 1 when a loader hands out other than the epoch's
+    # rows or ours read a dense store's chunk other than once.
+    for module in ("annbatch", "grain", "zarr", "anndata", "torch"):
+        pytest.importorskip(module)
+    out = smoke("bench_readers.py", 600)
+    assert out.count("| torch | 0 |") == 4 and out.count("| annbatch | 0 |") == 3

@@ -287,3 +287,70 @@ def test_a_reader_reads_annbatch_load_requests_as_its_own_arrays():
     for left, right in zip(dicts, arrays):
         for a, b in zip(left, right):
             np.testing.assert_array_equal(a, b)
+
+
+def test_workers_over_zarrs_are_spawned_and_a_fork_is_refused(tmp_path):
+    # zarrs' Rust thread pool does not survive fork: a forked worker would wait for it forever.
+    pytest.importorskip("zarrs")
+    data = rows_of(600)
+    z = zarr.create_array(tmp_path / "rows.zarr", shape=data.shape, dtype=data.dtype, chunks=(10, WIDTH))
+    z[:] = data
+    make = lambda: cs.RandomSampler(chunk_size=10, preload_nchunks=3, batch_size=6, rng=rng(4))  # noqa: E731
+    loader = ChunkDataLoader(z, make(), num_workers=2)
+    assert loader.reader.under_zarrs
+    assert loader.dataloader.multiprocessing_context.get_start_method() == "spawn"
+    expected = expected_batches(make(), 600)
+    assert [dense(batch)[:, 0].astype(int).tolist() for batch in loader] == [list(b) for b in expected]
+    with pytest.raises(cs.ConfigError, match="multiprocessing_context='fork' cannot start workers that read through zarrs"):
+        ChunkDataLoader(z, make(), num_workers=2, multiprocessing_context="fork")
+    plain = ChunkDataLoader(Reader(z, zarrs=False), make(), num_workers=2, multiprocessing_context="fork")
+    assert not plain.reader.under_zarrs
+    assert [dense(batch)[:, 0].astype(int).tolist() for batch in plain] == [list(b) for b in expected]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_lightning_over_a_zarr_store_resumes_exactly_after_a_crash(tmp_path, workers):
+    # A Trainer fits a ChunkDataModule over a zarr store, checkpoints mid-epoch and dies; a new Trainer
+    # resumed from the checkpoint trains exactly the batches the uninterrupted fit trained after it.
+    lightning = pytest.importorskip("lightning.pytorch")
+    from chunksampler.lightning import ChunkDataModule
+
+    data = rows_of(640)
+    z = zarr_array(data, 16, store=MemoryStore())
+    make = lambda: cs.RandomSampler(chunk_size=16, preload_nchunks=4, batch_size=16, rng=rng(12))  # noqa: E731
+
+    class Model(lightning.LightningModule):
+        def __init__(self, stop_at: int | None = None) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(WIDTH, 1)
+            self.trained: list[list[int]] = []
+            self.stop_at = stop_at
+
+        def training_step(self, batch, batch_idx):
+            if self.stop_at is not None and self.global_step == self.stop_at:
+                raise RuntimeError("the node is gone")
+            self.trained.append(batch[:, 0].long().tolist())
+            return self.layer(batch).square().mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(model, ckpt_path=None, checkpoint=None):
+        trainer = lightning.Trainer(
+            accelerator="cpu", devices=1, max_epochs=3, logger=False, enable_progress_bar=False,
+            enable_model_summary=False, callbacks=[checkpoint] if checkpoint else [],
+            enable_checkpointing=checkpoint is not None,
+        )
+        trainer.fit(model, ChunkDataModule(z, make(), num_workers=workers), ckpt_path=ckpt_path)
+
+    whole = Model()
+    fit(whole)
+    assert len(whole.trained) == 3 * 40
+    checkpoint = lightning.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=50, save_top_k=-1)
+    crashed = Model(stop_at=57)
+    with pytest.raises(RuntimeError, match="the node is gone"):
+        fit(crashed, checkpoint=checkpoint)
+    assert crashed.trained == whole.trained[:57]
+    resumed = Model()
+    fit(resumed, ckpt_path=str(next(tmp_path.glob("*step=50.ckpt"))))
+    assert resumed.trained == whole.trained[50:]

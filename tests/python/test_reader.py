@@ -185,3 +185,12 @@ def test_a_zarr_without_the_internals_joined_reads_need_is_named_and_read_otherw
         monkeypatch.undo()
         reader_module._joined_reads.cache_clear()
     assert reader_module._joined_reads() is not None
+
+
+def test_the_modules_examples_run():
+    import doctest
+
+    import chunksampler.reader as reader_module
+
+    failures, tried = doctest.testmod(reader_module)
+    assert tried >= 3 and failures == 0

@@ -15,7 +15,7 @@ from page_blocks import blocks, excerpt_problems, python_blocks
 import chunksampler
 
 # Packages an example may need that the Debian stage of the suite lacks; there the example skips.
-OPTIONAL = {"anndata", "torch", "torchdata", "lightning", "scvi", "jax", "annbatch", "h5py", "pandas"}
+OPTIONAL = {"anndata", "torch", "torchdata", "lightning", "scvi", "jax", "annbatch", "h5py", "pandas", "zarr", "scipy"}
 
 
 def named_examples() -> list[str]:
