@@ -15,16 +15,18 @@ Each of a request's chunks is read once. The chunks are read in row order (the r
 which count rows in the chunks' shuffled order, are moved to that order once), with as few calls to
 the store as its kind allows:
 
-- a zarr array (v2 or v3, plain or sharded): **one** orthogonal selection of every row of the
-  request, so zarr fetches and decodes the request's storage chunks concurrently in one pass of its
-  codec pipeline and reads a shard's index once for the request, not once per chunk;
+- a zarr array (v2 or v3, plain or sharded): **one** call for the request. Under zarrs (used where
+  installed, for a local store) the request's chunks are handed straight to zarrs's Rust pipeline,
+  which reads and decodes them in parallel without the GIL; under zarr's own pipeline one orthogonal
+  selection of every row of the request, which zarr fetches and decodes concurrently. Either way a
+  shard's index is read once for the request, not once per chunk;
 - an h5py dataset (and AnnData's backed dense X): one ``read_direct`` per chunk into the buffer,
   without a copy (HDF5 serializes every call in a process on one lock, so threads would not read
   them any faster: DataLoader workers do);
 - a scipy CSR matrix in memory, or an in-memory numpy array: indexed at the request's rows at once;
 - a backed CSR dataset (anndata's, AnnData's backed sparse X, zarr or HDF5): its row pointers read
-  once (8 bytes a row, kept), then the request's non-zeros with one orthogonal selection per array
-  (zarr) or one ``read_direct`` per chunk and array (HDF5);
+  once (8 bytes a row, kept), then the request's non-zeros with one call per array (zarr, as
+  above) or one ``read_direct`` per chunk and array (HDF5);
 - anything else with row slicing (a memmap, an array-like): one slice per chunk into the buffer.
 
 The rows are then put in the batches' order (one gather, the only copy), and each batch is a view
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import os
 import sys
 import threading
@@ -104,12 +107,15 @@ def read_order(request: RequestArrays) -> tuple[np.ndarray, np.ndarray, np.ndarr
 # --- the kinds of source ---------------------------------------------------------------------------
 
 
+def _scipy_sparse(array: Any) -> bool:
+    """A scipy sparse matrix or array (scipy is not imported to say so: a loaded one made it)."""
+    scipy_sparse = sys.modules.get("scipy.sparse")
+    return scipy_sparse is not None and scipy_sparse.issparse(array)
+
+
 def is_sparse(array: Any) -> bool:
     """A scipy sparse matrix or array, or a backed sparse dataset (anndata's ``CSRDataset``/``CSCDataset``)."""
-    scipy_sparse = sys.modules.get("scipy.sparse")
-    if scipy_sparse is not None and scipy_sparse.issparse(array):
-        return True
-    return getattr(array, "format", None) in ("csr", "csc") and hasattr(array, "shape")
+    return _scipy_sparse(array) or (getattr(array, "format", None) in ("csr", "csc") and hasattr(array, "shape"))
 
 
 def _is_zarr(array: Any) -> bool:
@@ -168,39 +174,115 @@ def _joined_reads() -> Any:
     return parts
 
 
+@functools.cache
+def _zarrs_items() -> Any:
+    """zarrs's ``ChunkItem`` (its Rust pipeline's description of one chunk's part of a read), checked
+    once with the pipeline's ``retrieve_chunks_and_apply_index``; None, with a warning, where this zarrs
+    lacks either: each request then goes through zarr's indexers, about half as fast."""
+    import zarrs
+
+    try:
+        from zarrs._internal import ChunkItem, CodecPipelineImpl
+
+        if not hasattr(CodecPipelineImpl, "retrieve_chunks_and_apply_index"):
+            raise AttributeError("CodecPipelineImpl.retrieve_chunks_and_apply_index")
+    except (ImportError, AttributeError) as error:
+        warnings.warn(
+            f"chunksampler.reader: zarrs {getattr(zarrs, '__version__', '?')} lacks {error}, which handing a request's "
+            "chunks straight to its Rust pipeline needs; each request is read through zarr's indexers instead, "
+            "about half as fast",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return ChunkItem
+
+
+def _rust_pipeline(array: Any) -> Any:
+    """The zarrs Rust pipeline of a zarr array under zarrs, where its reads can go to it straight:
+    numbers in native byte order with a fill value (what zarrs's own pipeline hands to it); else None."""
+    pipeline = getattr(getattr(array, "_async_array", None), "codec_pipeline", None)
+    impl = getattr(pipeline, "impl", None)
+    dtype = np.dtype(array.dtype)
+    if impl is None or dtype.kind not in "biufc" or not dtype.isnative or array.fill_value is None:
+        return None
+    return impl if _zarrs_items() is not None else None
+
+
+def _chunk_items(array: Any, runs: list[tuple[int, int]], out: np.ndarray) -> list[Any]:
+    """Each storage chunk's (a shard's, where the array is sharded) part of rows ``[start, stop)`` of
+    each run, with where it goes in ``out`` (the runs laid end to end): what zarrs's pipeline reads."""
+    item = _zarrs_items()
+    metadata = array._async_array.metadata
+    path = array._async_array.store_path.path
+    prefix = f"{path}/" if path else ""
+    grid = tuple(array.shards or array.chunks)
+    whole, into_shape = list(grid), list(out.shape)
+    # The chunks across the axes after the first: coordinates, the part read, where it goes.
+    axes = [
+        [(j, slice(0, min(size, extent - j * size)), slice(j * size, min(extent, (j + 1) * size)))
+         for j in range(-(-extent // size))]
+        for extent, size in zip(array.shape[1:], grid[1:])
+    ]
+    across = [tuple(zip(*combo)) or ((), (), ()) for combo in itertools.product(*axes)]
+    items, at, height = [], 0, grid[0]
+    for start, stop in runs:
+        row = start
+        while row < stop:
+            chunk = row // height
+            end = min(stop, (chunk + 1) * height)
+            inside, placed = slice(row - chunk * height, end - chunk * height), slice(at, at + end - row)
+            for coords, parts, intos in across:
+                key = prefix + metadata.encode_chunk_key((chunk, *coords))
+                items.append(item(key, [inside, *parts], whole, [placed, *intos], into_shape))
+            at, row = at + end - row, end
+    return items
+
+
+class _Joined:
+    """Several ``BasicIndexer``s as one, each run's rows placed after the previous run's."""
+
+    def __init__(self, indexers: list[Any]) -> None:
+        self.indexers = indexers
+        self.shape = (sum(indexer.shape[0] for indexer in indexers), *indexers[0].shape[1:])
+        self.drop_axes = indexers[0].drop_axes
+
+    def __iter__(self) -> Iterator[Any]:
+        at = 0
+        for indexer in self.indexers:
+            for projection in indexer:
+                rows = projection.out_selection[0]
+                shifted = (slice(at + rows.start, at + rows.stop), *projection.out_selection[1:])
+                yield projection._replace(out_selection=shifted)
+            at += indexer.shape[0]
+
+
 def _read_runs(reads: list[tuple[Any, list[tuple[int, int]], np.ndarray]]) -> None:
-    """Fills each ``out`` with rows ``[start, stop)`` of each run of its zarr array, laid end to end:
-    one selection per array, gathered in one call to zarr's event loop."""
+    """Fills each ``out`` with rows ``[start, stop)`` of each run of its zarr array (under zarrs),
+    laid end to end: one call per array, straight to zarrs's Rust pipeline (which decodes the
+    call's chunks in parallel, without the GIL), or through zarr's indexers where it cannot take it."""
+    joined = []
+    for array, runs, out in reads:
+        impl = _rust_pipeline(array) if runs else None
+        if impl is not None:
+            impl.retrieve_chunks_and_apply_index(_chunk_items(array, runs, out), out)
+        elif runs:
+            joined.append((array, runs, out))
+    if not joined:
+        return
     import asyncio
 
     basic, _, _, sync, prototype_of, _ = _joined_reads()
     prototype = prototype_of()
 
-    class Joined:
-        """The runs' indexers as one, each run's rows placed after the previous run's in ``out``."""
-
-        def __init__(self, indexers: list[Any]) -> None:
-            self.indexers = indexers
-            self.shape = (sum(indexer.shape[0] for indexer in indexers), *indexers[0].shape[1:])
-            self.drop_axes = indexers[0].drop_axes
-
-        def __iter__(self) -> Iterator[Any]:
-            at = 0
-            for indexer in self.indexers:
-                for projection in indexer:
-                    rows = projection.out_selection[0]
-                    shifted = (slice(at + rows.start, at + rows.stop), *projection.out_selection[1:])
-                    yield projection._replace(out_selection=shifted)
-                at += indexer.shape[0]
-
     def selection(array: Any, runs: list[tuple[int, int]], out: np.ndarray) -> Any:
         grid = getattr(array, "_chunk_grid", None) or array.metadata.chunk_grid
         shape = array.metadata.shape
-        joined = Joined([basic((slice(start, stop), Ellipsis), shape=shape, chunk_grid=grid) for start, stop in runs])
-        return array._async_array._get_selection(joined, prototype=prototype, out=prototype.nd_buffer(out))
+        indexers = [basic((slice(start, stop), Ellipsis), shape=shape, chunk_grid=grid) for start, stop in runs]
+        return array._async_array._get_selection(_Joined(indexers), prototype=prototype, out=prototype.nd_buffer(out))
 
     async def gather() -> None:
-        await asyncio.gather(*(selection(array, runs, out) for array, runs, out in reads if runs))
+        await asyncio.gather(*(selection(array, runs, out) for array, runs, out in joined))
 
     sync(gather())
 
@@ -208,7 +290,7 @@ def _read_runs(reads: list[tuple[Any, list[tuple[int, int]], np.ndarray]]) -> No
 def _joins(array: Any) -> bool:
     """Whether ``array``'s reads go through ``_read_runs``: under zarrs, which decodes one call's
     chunks in parallel (zarr's own pipeline reads an orthogonal selection faster)."""
-    return _pipeline(array).startswith("zarrs") and _joined_reads() is not None
+    return _pipeline(array).startswith("zarrs") and (_rust_pipeline(array) is not None or _joined_reads() is not None)
 
 
 def _runs(starts: Iterable[int], stops: Iterable[int]) -> list[tuple[int, int]]:
@@ -270,7 +352,7 @@ class _Column:
     """One field of the batches: an array-like with one row per observation, or several laid end to
     end (the datasets of an annbatch ``DatasetCollection``)."""
 
-    __slots__ = ("_bounds", "_in_memory", "_indptrs", "_owner", "_parts", "_sparse", "_zarrs", "name")
+    __slots__ = ("_bounds", "_csr", "_in_memory", "_owner", "_parts", "_sparse", "_zarrs", "name")
 
     def __init__(self, owner: str, name: str, parts: list[Any], zarrs: bool = True) -> None:
         self.name, self._owner, self._zarrs = name, owner, zarrs
@@ -293,17 +375,14 @@ class _Column:
                 )
         self._bounds = np.cumsum([0] + [int(part.shape[0]) for part in parts])
         self._sparse = any(is_sparse(part) for part in parts)
-        scipy_sparse = sys.modules.get("scipy.sparse")
-        self._in_memory = len(parts) == 1 and (
-            type(parts[0]) is np.ndarray or (scipy_sparse is not None and scipy_sparse.issparse(parts[0]))
-        )
+        self._in_memory = len(parts) == 1 and (type(parts[0]) is np.ndarray or _scipy_sparse(parts[0]))
         self._parts = [
             _Reopened(part) if _on_hdf5(part) else _under_zarrs(part) if zarrs and _is_zarr(part) else part
             for part in parts
         ]
-        # A backed CSR part's data and indices arrays and its row pointers (read at its first request),
-        # with the process that opened them.
-        self._indptrs: dict[int, tuple[int, Any, Any, np.ndarray]] = {}
+        # A backed CSR part's data and indices arrays (under zarrs where it can) and its row pointers
+        # (read at its first request), with the process that opened them.
+        self._csr: dict[int, tuple[int, Any, Any, np.ndarray | None]] = {}
 
     @property
     def n_obs(self) -> int:
@@ -313,18 +392,31 @@ class _Column:
     def under_zarrs(self) -> bool:
         """Whether a zarr part reads through zarrs (whose thread pool a forked process cannot use)."""
         arrays = [part for part in self._parts if _is_zarr(part)]
-        if self._zarrs:  # a backed CSR's arrays, which its first read reopens under zarrs where it can
-            groups = [getattr(part, "group", None) for part in self._parts if not isinstance(part, _Reopened)]
-            arrays += [_under_zarrs(group["data"]) for group in groups if type(group).__module__.startswith("zarr")]
+        for at, part in enumerate(self._parts):
+            group = getattr(part, "group", None)  # a backed CSR part: its data array, as it reads
+            if not isinstance(part, _Reopened) and type(group).__module__.startswith("zarr"):
+                arrays.append(self._csr_arrays(at)[1])
         return any(_pipeline(array).startswith("zarrs") for array in arrays)
 
+    def _csr_arrays(self, at: int) -> tuple[int, Any, Any, np.ndarray | None]:
+        """A backed CSR part's ``(process, data, indices, row pointers or None)``, opened once a
+        process (an HDF5 part is reopened in each; zarr arrays under zarrs where it can)."""
+        cached = self._csr.get(at)
+        if cached is None or cached[0] != os.getpid():
+            arrays = self._part(at).group
+            data, indices = arrays["data"], arrays["indices"]
+            if self._zarrs:
+                data, indices = _under_zarrs(data), _under_zarrs(indices)
+            cached = self._csr[at] = (os.getpid(), data, indices, None)
+        return cached
+
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__ if name != "_indptrs"}
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_csr"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
-        self._indptrs = {}
+        self._csr = {}
         if self._zarrs:  # an unpickled zarr array takes the process's default pipeline: zarrs again
             self._parts = [_under_zarrs(part) if _is_zarr(part) else part for part in self._parts]
 
@@ -383,13 +475,10 @@ class _Column:
             if arrays is None or not hasattr(part, "shape"):
                 blocks += [part[start:stop] for _, start, stop in group]
                 continue
-            cached = self._indptrs.get(at)
-            if cached is None or cached[0] != os.getpid():  # an HDF5 part is reopened in each process
-                data, indices = arrays["data"], arrays["indices"]
-                if self._zarrs:
-                    data, indices = _under_zarrs(data), _under_zarrs(indices)
-                cached = self._indptrs[at] = (os.getpid(), data, indices, np.asarray(arrays["indptr"][:], np.int64))
-            _, data, indices, indptr = cached
+            pid, data, indices, indptr = self._csr_arrays(at)
+            if indptr is None:
+                indptr = np.asarray(arrays["indptr"][:], np.int64)
+                self._csr[at] = (pid, data, indices, indptr)
             blocks.append(_csr_rows(data, indices, indptr, group, part.shape[1]))
         return blocks[0] if len(blocks) == 1 else scipy.sparse.vstack(blocks, format="csr")
 
@@ -639,6 +728,10 @@ class Reader:
         """The observations the source holds: the ``n_obs`` a sampler plays over it."""
         return self._n_obs
 
+    def __len__(self) -> int:
+        """``n_obs``: a trainer that asks its dataset's ``len()`` (Hugging Face's) takes a ``Reader``."""
+        return self._n_obs
+
     @property
     def under_zarrs(self) -> bool:
         """Whether it reads zarr arrays through the zarrs codec pipeline, whose thread pool a process
@@ -700,8 +793,17 @@ class Reader:
 
 
 def _copy(request: RequestArrays) -> RequestArrays:
-    """The request's arrays copied: a sampler's are views of its buffers, valid until its next request."""
-    return RequestArrays(*(np.array(array, copy=True) for array in request))
+    """The request's arrays copied (a sampler's are views of its buffers, valid until its next
+    request) into read-only arrays of their own, which a second ``_copy`` keeps as they are."""
+
+    def kept(array: Any) -> np.ndarray:
+        if isinstance(array, np.ndarray) and array.base is None and not array.flags.writeable:
+            return array
+        copied = np.array(array, copy=True)
+        copied.flags.writeable = False
+        return copied
+
+    return RequestArrays(*(kept(array) for array in request))
 
 
 class ReadAhead:
