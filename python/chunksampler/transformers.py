@@ -33,6 +33,7 @@ from ._errors import ConfigError, StateError
 from ._integration import BASES, AnySampler, agree_every_rank, check_sampler
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
+from .reader import Reader, is_source
 from .torch import ChunkDataLoader
 
 __all__ = ["ChunkTrainer", "ChunkTrainerMixin"]
@@ -47,8 +48,13 @@ class ChunkTrainerMixin:
     ``Trainer``.
 
     ``train_sampler`` (required for ``train()``) and ``eval_sampler`` (for ``evaluate()`` and
-    ``predict()``) are chunksampler samplers over ``train_dataset`` and the evaluation dataset, both
-    map-style datasets of ``len()`` rows. A plain sampler is wrapped in a ``DistributedSampler`` of
+    ``predict()``) are chunksampler samplers over ``train_dataset`` and the evaluation dataset: map-style
+    datasets of ``len()`` rows, or sources that ``ChunkDataLoader`` reads a whole load request at a
+    time (a zarr or h5py array, AnnData, a ``chunksampler.reader.Reader`` over a mapping of names to
+    such arrays; see the reading tutorial), whose batches come out collated (a dict of tensors is what a model's
+    ``forward(**batch)`` takes): the Trainer's default collator is not applied to them, a
+    ``data_collator`` given to the Trainer is, to each batch. A source without ``len()`` (a zarr 3
+    array), which the Trainer would refuse, is read through a ``Reader`` of it. A plain sampler is wrapped in a ``DistributedSampler`` of
     the Trainer's process index and count (``args.process_index``, ``args.world_size``), one
     process too: for training with ``DistributedSampler``'s defaults (each process its own
     contiguous shard, equal batch counts, which DDP needs); for evaluation in ``mode="global"``,
@@ -74,7 +80,13 @@ class ChunkTrainerMixin:
             check_sampler(f"{type(self).__name__}: train_sampler", train_sampler)
         if eval_sampler is not None:
             check_sampler(f"{type(self).__name__}: eval_sampler", eval_sampler)
+        for name in ("train_dataset", "eval_dataset"):  # the Trainer asks their len(), which zarr 3's arrays lack
+            if is_source(kwargs.get(name)) and not hasattr(kwargs[name], "__len__"):
+                kwargs[name] = Reader(kwargs[name])
         super().__init__(*args, **kwargs)
+        # Trainer(model, args, data_collator, ...): a collator the user gave, which a source's batches
+        # take too (the Trainer's default one expects a list of rows).
+        self._chunk_collator_given = kwargs.get("data_collator", args[2] if len(args) > 2 else None) is not None
         self._chunk_samplers = {"train": train_sampler, "eval": eval_sampler}
         self._chunk_train: ChunkDataLoader | None = None
         self._chunk_resume: tuple[str, SamplerStateDict] | None = None
@@ -114,7 +126,10 @@ class ChunkTrainerMixin:
         # Each process's own sampler decides, so every process hears of any one's problem: one that
         # raised alone would leave the others waiting in the loader's first collective.
         agree_every_rank(owner, problem)
-        collator = self._get_collator_with_removed_columns(self.data_collator, description=description)
+        if is_source(dataset):
+            collator = self.data_collator if self._chunk_collator_given else None
+        else:
+            collator = self._get_collator_with_removed_columns(self.data_collator, description=description)
         settings = {
             "collate_fn": collator,
             "num_workers": args.dataloader_num_workers,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_tree_clean, make_example_tree, shown_output
 from launch import Launch, check_crash_and_resume, crash_then_resume, waited
@@ -149,6 +150,43 @@ def test_the_loaders_are_chunk_data_loaders_of_the_samplers(args):
     assert set(batch) == {"x", "labels", "idx"} and batch["idx"].shape == (64,)  # the Trainer's collator
     evaluation = trainer.get_eval_dataloader()
     assert evaluation.sampler.mode == "global" and len(evaluation) == 20
+
+
+def test_a_source_trains_its_collated_batches_and_a_given_collator_sees_each(args):
+    # A Reader over a mapping: each batch comes out a dict of tensors, which the model takes as it is
+    # (the Trainer's default collator, which expects a list of rows, is not applied); a data_collator
+    # given to the Trainer is applied to each batch.
+    from chunksampler.reader import Reader
+
+    rows = job.Rows(job.N_OBS, 0)
+    source = Reader({"x": rows.x.numpy(), "labels": rows.y.numpy(), "idx": np.arange(job.N_OBS)})
+    args.num_train_epochs = 1
+    model = job.Model()
+    trainer = ChunkTrainer(model, args, train_dataset=source, train_sampler=job.sampler())
+    trainer.train()
+    want = BatchSampler(cs.DistributedSampler(job.sampler(), dist_info=lambda: (0, 1)), job.N_OBS)
+    want.set_epoch(0)
+    want = list(want)
+    assert model.trained[0] == want
+    seen = []
+
+    def collator(batch):
+        seen.append(batch["idx"].tolist())
+        return batch
+
+    trainer = ChunkTrainer(job.Model(), args, collator, train_dataset=source, train_sampler=job.sampler())
+    loader = trainer.get_train_dataloader()
+    loader.set_epoch(0)  # as the Trainer does before each epoch
+    first = next(iter(loader))
+    assert seen == [first["idx"].tolist()] == [want[0]]
+    # A zarr 3 array has no len(), which the Trainer asks: it is read through a Reader of it.
+    zarr = pytest.importorskip("zarr")
+    array = zarr.create_array(zarr.storage.MemoryStore(), shape=(job.N_OBS,), dtype="i8", chunks=(16,))
+    array[:] = np.arange(job.N_OBS)
+    trainer = ChunkTrainer(job.Model(), args, train_dataset=array, train_sampler=job.sampler())
+    loader = trainer.get_train_dataloader()
+    loader.set_epoch(0)
+    assert next(iter(loader)).tolist() == want[0]
 
 
 def test_missing_samplers_and_foreign_ranks_are_named(args):
