@@ -60,6 +60,10 @@ def accelerate_hint() -> str | None:
         "CPU machine too: it makes Accelerate start the N processes with torchrun; Accelerator(cpu=True) then "
         "runs them on the CPU), or choose multi-GPU in `accelerate config`"
     )
+    asked = (
+        "`accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
+        "--multi_gpu, started one"
+    )
     if not shared:
         # Launched, but the Accelerator that starts the process group is not made yet.
         if not one_of_many:
@@ -67,10 +71,7 @@ def accelerate_hint() -> str | None:
                 "Accelerate's launcher started this process, and no Accelerator() has been made yet: make the "
                 "Accelerator() first (it starts the process group), then the DistributedSampler."
             )
-        return (
-            "`accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
-            f"--multi_gpu, started one, so no process group will be started. {launch}."
-        )
+        return f"{asked}, so no process group will be started. {launch}."
     processes = shared.get("num_processes", 1)
     distributed_type = getattr(shared.get("distributed_type"), "value", shared.get("distributed_type"))
     if processes > 1 or distributed_type not in (None, "NO"):
@@ -80,10 +81,7 @@ def accelerate_hint() -> str | None:
         f"num_processes={processes})"
     )
     if one_of_many:
-        seen += (
-            "; `accelerate launch` was asked for several processes (it set MASTER_ADDR/MASTER_PORT) but, without "
-            "--multi_gpu, started one"
-        )
+        seen += f"; {asked}"
     fix = launch
     if "transformers" in sys.modules:
         fix += (

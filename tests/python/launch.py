@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import JOB_TIMEOUT, free_port
+from conftest import JOB_TIMEOUT, free_port, shown_output
 
 
 
@@ -87,8 +87,6 @@ def check_crash_and_resume(full: Launch, chained: Launch, page_name: str) -> Non
     (status 3, the launcher non-zero) and prints what the page's ``PAGE_NAME-crash`` block shows; the
     resume prints the first line of ``PAGE_NAME-resume``, ends its epoch 1 on the uninterrupted
     run's last batch, and ends with the uninterrupted run's weights."""
-    from conftest import shown_output
-
     runs = crash_and_resume_runs(chained)
     (crashed, crash_code), (resumed, resume_code) = runs["crash"], runs["resume"]
     assert crash_code != 0 and "exitcode  : 3" in crashed, crashed[-3000:]
