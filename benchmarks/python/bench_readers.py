@@ -47,6 +47,8 @@ hands out the epoch's rows.
     python bench_readers.py                       # about 15 minutes on 2 cores
     python bench_readers.py --rows 20000 --repeats 1 --stores dense --workers 0
     python bench_readers.py --json readers.json --cache ~/.cache/cs-readers
+    python bench_readers.py --stores dense --readers torch,annbatch --sweep 4,8,16,32,64,128 --repeats 3 \
+        --json docs/performance/bench_readers_sweep.json   # the performance page's plot against preload_nchunks
     python bench_readers.py --smoke               # 4,096 rows, once: its checks (tests/python/test_bench_smoke.py)
 
 Needs annbatch 0.3.1, scdataset 0.3, grain, torch, zarr 3, anndata and chunksampler installed
@@ -260,6 +262,53 @@ def runs(reader: str, x: Any, workers: int) -> bool:
     return True
 
 
+def distinct_chunks(preload: int, rows: int, seed: int = 1) -> dict[str, float]:
+    """Over one epoch of ``sampler(preload)``: how many of its request's chunks each batch draws rows
+    from (mean, fewest), what a batch's rows cost in reads; what the trade with ``preload`` buys."""
+    counts = []
+    for request in sampler(preload, seed).sample_arrays(rows):
+        lengths = np.asarray(request.stops) - np.asarray(request.starts)
+        chunk_of = np.repeat(np.arange(len(lengths)), lengths)  # buffer row -> its chunk
+        offsets = np.asarray(request.offsets)
+        for begin, end in zip(offsets[:-1], offsets[1:]):
+            counts.append(len(np.unique(chunk_of[np.asarray(request.positions)[begin:end]])))
+    return {"mean": float(np.mean(counts)), "min": int(min(counts))}
+
+
+def rates(x: Any, readers: list[str], workers: int, preload: int, repeats: int, zarrs: bool) -> dict[str, list[float]]:
+    """rows/s of each reader that runs over ``x`` with ``workers``, one figure a repetition, the
+    readers alternating and their order reversed each repetition."""
+    rates_by: dict[str, list[float]] = {}
+    order = [r for r in readers if runs(r, x, workers)]
+    for repeat in range(repeats):
+        for reader in order if repeat % 2 == 0 else order[::-1]:
+            gc.collect()
+            iterable = make(reader, x, workers, preload, 100 + repeat, zarrs, epochs=2)
+            rows, seconds = timed(iterable, int(x.shape[0]))
+            if rows != int(x.shape[0]):
+                raise SystemExit(f"{reader} {workers} workers: {rows} rows, not {x.shape[0]}")
+            del iterable  # its worker processes end before the next run starts
+            gc.collect()
+            rates_by.setdefault(reader, []).append(rows / seconds)
+    return rates_by
+
+
+def sweep(x: Any, store: str, readers: list[str], preloads: list[int], repeats: int, zarrs: bool) -> list[dict[str, Any]]:
+    """Rows/s in process and each batch's distinct chunks against ``preload_nchunks``: the points a
+    user picks from (the performance page's plot)."""
+    points = []
+    row_bytes = int(np.prod(x.shape[1:])) * np.dtype(x.dtype).itemsize if hasattr(x, "dtype") else None
+    for preload in preloads:
+        point: dict[str, Any] = {"preload_nchunks": preload, "distinct_chunks": distinct_chunks(preload, int(x.shape[0])),
+                                 "buffer_bytes": None if row_bytes is None else GRID * preload * row_bytes,
+                                 "rows_per_s": {}}
+        for reader, found in rates(x, readers, 0, preload, repeats, zarrs).items():
+            point["rows_per_s"][reader] = {"median": statistics.median(found), "runs": found}
+            log(f"{store} preload {preload} {reader}: {statistics.median(found):,.0f} rows/s")
+        points.append(point)
+    return points
+
+
 def timed(iterable: Iterable[Any], epoch_rows: int) -> tuple[int, float]:
     """Rows of the second epoch of ``iterable`` (two epochs of ``epoch_rows`` rows), and its seconds:
     the clock starts as the first epoch's last batch is handed out, so a loader's start-up (worker
@@ -291,6 +340,9 @@ def main() -> int:
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--pipeline", choices=("zarr", "zarrs"), default=None,
                         help="zarr's codec pipeline for every reader (default: zarrs where installed)")
+    parser.add_argument("--sweep", metavar="P,P,...",
+                        help="in process, each --preload of this list in turn: rows/s and each batch's distinct chunks "
+                             "(the performance page's plot); no chunk counts, no table")
     parser.add_argument("--cache", type=Path)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--smoke", action="store_true",
@@ -329,7 +381,7 @@ def main() -> int:
             x = open_x(paths[store])
             entry: dict[str, Any] = {"reads": {}, "rows_per_s": {}, "chunks": None}
             results["stores"][store] = entry
-            if store != "h5ad":
+            if store != "h5ad" and not args.sweep:
                 entry["chunks"] = chunk_count(x)
                 for reader in readers:
                     local, reads = counting(zarr.storage.LocalStore(paths[store], read_only=True))
@@ -345,25 +397,16 @@ def main() -> int:
                             raise SystemExit(f"{store} {reader}: {data_reads} chunk reads for {entry['chunks']} chunks")
                     log(f"{store} {reader}: {data_reads:,} reads of X's data chunks ({entry['chunks']:,} chunks), "
                         f"{rows:,} rows")
+            if args.sweep:
+                entry["sweep"] = sweep(x, store, readers, [int(p) for p in args.sweep.split(",")], args.repeats, zarrs)
+                continue
             for workers in worker_counts:
-                rates_by: dict[str, list[float]] = {}
-                order = [r for r in readers if runs(r, x, workers)]
-                for repeat in range(args.repeats):
-                    for reader in order if repeat % 2 == 0 else order[::-1]:
-                        gc.collect()
-                        iterable = make(reader, x, workers, args.preload, 100 + repeat, zarrs, epochs=2)
-                        rows, seconds = timed(iterable, int(x.shape[0]))
-                        if rows != int(x.shape[0]):
-                            raise SystemExit(f"{store} {reader} {workers} workers: {rows} rows, not {x.shape[0]}")
-                        del iterable  # its worker processes end before the next run starts
-                        gc.collect()
-                        rates_by.setdefault(reader, []).append(rows / seconds)
-                for reader, rates in rates_by.items():
-                    entry["rows_per_s"][f"{reader}/{workers}"] = {"median": statistics.median(rates), "runs": rates}
-                    log(f"{store} {reader} {workers} workers: {statistics.median(rates):,.0f} rows/s")
+                for reader, found in rates(x, readers, workers, args.preload, args.repeats, zarrs).items():
+                    entry["rows_per_s"][f"{reader}/{workers}"] = {"median": statistics.median(found), "runs": found}
+                    log(f"{store} {reader} {workers} workers: {statistics.median(found):,.0f} rows/s")
     results["seconds"] = time.perf_counter() - started
     results["load_after"] = os.getloadavg()[0]
-    print(table(results))
+    print(sweep_table(results) if args.sweep else table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
@@ -393,6 +436,26 @@ def table(results: dict[str, Any]) -> str:
                 f"{f'{rate / floor:.2f}x' if floor and reader != 'floor' else ''} | "
                 f"{f'{reads['data_chunk_reads'] / entry['chunks']:.2f}' if reads and entry['chunks'] else ''} |"
             )
+    return "\n".join(lines)
+
+
+def sweep_table(results: dict[str, Any]) -> str:
+    lines = [
+        f"zarr codec pipeline {results['pipeline']}; {results['rows']:,} rows, chunk {GRID}, batch {BATCH}; in process; "
+        f"median of {results['repeats']}; {results['cores']} cores, load {results['load_before']:.1f} before, "
+        f"{results['load_after']:.1f} after; {results['seconds']:.0f} s",
+        "",
+        "| store | preload_nchunks | buffer | chunks a batch draws from: mean (fewest) | reader | rows/s |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for store, entry in results["stores"].items():
+        for point in entry["sweep"]:
+            buffer = point["buffer_bytes"]
+            chunks = point["distinct_chunks"]
+            for reader, rate in point["rows_per_s"].items():
+                lines.append(f"| {store} | {point['preload_nchunks']} | "
+                             f"{'' if buffer is None else f'{buffer / 2**20:.1f} MiB'} | "
+                             f"{chunks['mean']:.1f} ({chunks['min']}) | {reader} | {rate['median']:,.0f} |")
     return "\n".join(lines)
 
 

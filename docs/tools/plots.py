@@ -4,7 +4,10 @@
   ns per position and peak memory against N for chunksampler's samplers, the shuffle floor and
   libtorch's ``DistributedRandomSampler``;
 - ``docs/performance/bench_loader.json`` (``bench_loader.py --json``, scripts/bench_loader.sh):
-  rows per second in annbatch's ``Loader``, chunksampler's over annbatch's, per scenario and store.
+  rows per second in annbatch's ``Loader``, chunksampler's over annbatch's, per scenario and store;
+- ``docs/performance/bench_readers_sweep.json`` (``bench_readers.py --sweep ... --json``,
+  scripts/bench_readers.sh): rows per second and each batch's distinct chunks against
+  ``preload_nchunks``, the trade a user tunes.
 
 Each plot names the machine and the run in its caption. The SVGs are committed beside the pages
 (``docs/images/perf-*.svg``) so that a reader of ``docs/`` sees them without a build; scripts/docs.sh
@@ -120,6 +123,43 @@ def loader_plot(loader: dict, out: Path) -> list[Path]:
     return [path]
 
 
+def sweep_plot(sweep: dict, out: Path) -> list[Path]:
+    store, entry = next(iter(sweep["stores"].items()))
+    points = entry["sweep"]
+    preloads = [p["preload_nchunks"] for p in points]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    names = {"torch": ("chunksampler ChunkDataLoader", "#1f6fb4", "o"), "annbatch": ("annbatch Loader", "#ff7f0e", "s"),
+             "grain": ("chunksampler ChunkDataset (Grain)", "#2ca02c", "^")}
+    for reader in dict.fromkeys(r for p in points for r in p["rows_per_s"]):
+        label, colour, marker = names.get(reader, (reader, "#777777", "x"))
+        ax.plot(preloads, [p["rows_per_s"][reader]["median"] / 1e3 for p in points], "-", color=colour,
+                marker=marker, label=f"{label}, rows/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(preloads)
+    ax.set_xticklabels([f"{p['preload_nchunks']}\n{p['buffer_bytes'] / 2**20:g} MiB" for p in points], fontsize=8)
+    ax.set_xlabel("preload_nchunks (64-row chunks a load request), and a request's buffer")
+    ax.set_ylabel("thousand rows/s, in process")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="major", alpha=0.3)
+    twin = ax.twinx()
+    twin.plot(preloads, [p["distinct_chunks"]["mean"] for p in points], "--", color="#555555", marker="D",
+              label="chunks a batch of 256 draws from (mean)")
+    twin.set_ylabel("distinct chunks per batch (mean)")
+    twin.set_ylim(bottom=0)
+    handles = ax.get_legend_handles_labels()
+    more = twin.get_legend_handles_labels()
+    ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, loc="lower right")
+    ax.set_title(f"Reads against batch diversity: {store} store, {sweep['rows']:,} rows, zarr pipeline "
+                 f"{sweep['pipeline']}", fontsize=10)
+    fig.text(0.01, 0.01, f"{sweep['cores']} cores; median of {sweep['repeats']} epochs each; "
+             f"RandomSampler(chunk_size=64, preload_nchunks=P, batch_size=256)", fontsize=7, color="#555555")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path = out / "perf-preload-sweep.svg"
+    fig.savefig(path, metadata=METADATA)
+    plt.close(fig)
+    return [path]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DOCS / "images")
@@ -127,6 +167,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     drawn = sampler_plots(json.loads((RESULTS / "chunksampler_bench.json").read_text()), args.out)
     drawn += loader_plot(json.loads((RESULTS / "bench_loader.json").read_text()), args.out)
+    drawn += sweep_plot(json.loads((RESULTS / "bench_readers_sweep.json").read_text()), args.out)
     for path in drawn:
         print(f"plots.py: {path}")
     return 0
