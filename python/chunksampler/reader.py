@@ -198,14 +198,32 @@ def _zarrs_items() -> Any:
     return ChunkItem
 
 
+@functools.cache
+def _lacking(what: str) -> None:
+    """Says once that this zarr lacks ``what``, which ``_chunk_items`` reads."""
+    import zarr
+
+    warnings.warn(
+        f"chunksampler.reader: zarr {zarr.__version__} lacks {what}, which handing a request's chunks straight to "
+        "zarrs's pipeline needs; each request is read through zarr's indexers instead, about half as fast",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 def _rust_pipeline(array: Any) -> Any:
     """The zarrs Rust pipeline of a zarr array under zarrs, where its reads can go to it straight:
-    numbers in native byte order with a fill value (what zarrs's own pipeline hands to it); else None."""
-    pipeline = getattr(getattr(array, "_async_array", None), "codec_pipeline", None)
-    impl = getattr(pipeline, "impl", None)
+    numbers in native byte order with a fill value (what zarrs's own pipeline hands to it), and the
+    zarr internals that ``_chunk_items`` reads; else None."""
+    inner = getattr(array, "_async_array", None)
+    impl = getattr(getattr(inner, "codec_pipeline", None), "impl", None)
     dtype = np.dtype(array.dtype)
     if impl is None or dtype.kind not in "biufc" or not dtype.isnative or array.fill_value is None:
         return None
+    for owner, name in ((inner, "store_path"), (getattr(inner, "metadata", None), "encode_chunk_key")):
+        if not hasattr(owner, name):
+            _lacking(f"{type(owner).__name__}.{name}")
+            return None
     return impl if _zarrs_items() is not None else None
 
 
@@ -216,7 +234,7 @@ def _chunk_items(array: Any, runs: list[tuple[int, int]], out: np.ndarray) -> li
     metadata = array._async_array.metadata
     path = array._async_array.store_path.path
     prefix = f"{path}/" if path else ""
-    grid = tuple(array.shards or array.chunks)
+    grid = tuple(getattr(array, "shards", None) or array.chunks)  # a shard is what a key names
     whole, into_shape = list(grid), list(out.shape)
     # The chunks across the axes after the first: coordinates, the part read, where it goes.
     axes = [

@@ -205,6 +205,29 @@ def test_a_zarrs_without_the_chunk_items_it_takes_is_named_and_read_through_zarr
     assert reader_module._zarrs_items() is not None
 
 
+def test_a_zarr_without_the_chunk_keys_the_straight_reads_need_is_named_and_left_to_its_indexers():
+    # An array under zarrs whose zarr names its chunk keys otherwise (its metadata without
+    # encode_chunk_key): said once, and its reads go through zarr's indexers (None here).
+    pytest.importorskip("zarrs")
+    from types import SimpleNamespace
+
+    import chunksampler.reader as reader_module
+
+    class Metadata:
+        pass
+
+    inner = SimpleNamespace(codec_pipeline=SimpleNamespace(impl=object()), metadata=Metadata(), store_path="")
+    array = SimpleNamespace(_async_array=inner, dtype=np.dtype("f4"), fill_value=0.0)
+    reader_module._lacking.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"zarr .* lacks Metadata\.encode_chunk_key.* zarr's indexers"):
+            assert reader_module._rust_pipeline(array) is None
+    finally:
+        reader_module._lacking.cache_clear()
+    inner.metadata.encode_chunk_key = lambda coords: "c/" + "/".join(map(str, coords))
+    assert reader_module._rust_pipeline(array) is inner.codec_pipeline.impl
+
+
 def test_a_zarr_without_the_internals_joined_reads_need_is_named_and_read_otherwise(monkeypatch):
     import chunksampler.reader as reader_module
 
