@@ -44,10 +44,10 @@ epoch, against the store's chunk count (on the dense stores, where the rows are 
 must read each exactly once, or the script exits 1). Each run's rows are checked: every reader
 hands out the epoch's rows.
 
-    python bench_readers.py                       # about 15 minutes on 2 cores
+    python bench_readers.py                       # about 20 minutes on 2 cores
     python bench_readers.py --rows 20000 --repeats 1 --stores dense --workers 0
     python bench_readers.py --json readers.json --cache ~/.cache/cs-readers
-    python bench_readers.py --stores dense --readers torch,annbatch --sweep 4,8,16,32,64,128 --repeats 3 \
+    python bench_readers.py --stores dense --readers torch,annbatch --sweep 4,8,16,32,64,128 \
         --json docs/performance/bench_readers_sweep.json   # the performance page's plot against preload_nchunks
     python bench_readers.py --smoke               # 4,096 rows, once: its checks (tests/python/test_bench_smoke.py)
 
