@@ -4,7 +4,8 @@ DataLoader workers) and the test fails naming it, instead of hanging the suite. 
 tests (Lightning, Accelerate) run their jobs through it. ``run_together``: the processes of a
 ``jax.distributed`` job started side by side, in the ``child_env`` of JAX on one CPU thread (the
 JAX and Grain tests). ``crash_then_resume``: an example killed at its crash, then resumed, as one
-launch."""
+launch. ``run_in_session``: one job that may fail on purpose (an example's crash), in a session of its
+own, killed whole if it overruns."""
 
 from __future__ import annotations
 
@@ -123,6 +124,22 @@ def child_env(**variables: str) -> dict[str, str]:
     env.update(JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
                XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", **variables)
     return env
+
+
+def run_in_session(argv: list[str], env: dict[str, str], timeout: float,
+                   cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs ``argv`` in a session of its own and returns its status and output (a job that is meant
+    to fail, which ``run_together`` would not let through); past ``timeout`` its whole process group
+    (the ranks it launched too) is killed and the test fails with its output."""
+    with subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            pytest.fail(f"{shlex.join(argv)} ran past {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 def run_together(commands: list[tuple[list[str], dict[str, str]]], timeout: float,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import JOB_TIMEOUT, assert_tree_clean, epoch_batches, free_port, rng, shown_output
-from launch import child_env, run_together
+from launch import child_env, run_in_session, run_together
 
 import chunksampler as cs
 
@@ -435,8 +435,7 @@ def test_grain_train_example_stops_and_resumes_on_the_samplers_batches(example_t
               "--checkpoint", "work/grain/checkpoint", "--record", "work/grain/record"]
     # The stop is a crash: the processes exit with status 3 after their checkpoint (the launcher kills
     # one that is slower to), and the launcher with 1.
-    crashed = subprocess.run(stop, env=child_env(), cwd=example_tree, capture_output=True, text=True,
-                             timeout=JOB_TIMEOUT)
+    crashed = run_in_session(stop, child_env(), JOB_TIMEOUT, cwd=example_tree)
     assert crashed.returncode == 1 and re.search(r"exit codes \[(3, -?\d+|-?\d+, 3)\]", crashed.stderr), \
         crashed.stdout + crashed.stderr
     outputs = [crashed.stdout, run_together([(resume, child_env())], timeout=JOB_TIMEOUT, cwd=example_tree)[0]]
