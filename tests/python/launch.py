@@ -130,7 +130,8 @@ def run_in_session(argv: list[str], env: dict[str, str], timeout: float,
                    cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Runs ``argv`` in a session of its own and returns its status and output (a job that is meant
     to fail, which ``run_together`` would not let through); past ``timeout`` its whole process group
-    (the ranks it launched too) is killed and the test fails with its output."""
+    (the ranks it launched too) is killed and the test fails with its output. A process the job left
+    behind in its group (a rank its launcher did not wait for) is killed when it ends."""
     with subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as process:
         try:
@@ -139,6 +140,11 @@ def run_in_session(argv: list[str], env: dict[str, str], timeout: float,
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
             pytest.fail(f"{shlex.join(argv)} ran past {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import JOB_TIMEOUT, assert_tree_clean, free_port, make_example_tree, shown_output
+from launch import run_in_session
 
 import chunksampler as cs
 
@@ -74,23 +74,10 @@ def cell_ids(work):
 
 def run_example(tree: Path, *args: object, timeout: float = JOB_TIMEOUT) -> subprocess.CompletedProcess:
     """The example on 2 ranks (Lightning starts rank 1 itself) in the example tree, on WORK as its
-    page shows; the whole process group is killed if it outlives ``timeout``."""
+    page shows; the whole process group is killed if it outlives ``timeout`` (rank 1 too, had rank 0
+    left it behind)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    command = [sys.executable, str(EXAMPLE), WORK, *map(str, args)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               start_new_session=True, cwd=tree)
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"{' '.join(command)} ran over {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # rank 1, had rank 0 left it behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
+    return run_in_session([sys.executable, str(EXAMPLE), WORK, *map(str, args)], env, timeout, cwd=tree)
 
 
 def records(directory: Path, rank: int) -> list[dict]:
