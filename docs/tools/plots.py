@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -42,6 +43,14 @@ STYLE = {  # sampler -> (colour, marker, line)
     "chunksampler sequential": ("#9467bd", "D", "-"),
     "libtorch DistributedRandomSampler": ("#d62728", "v", "-"),
 }
+
+
+def _saved(fig: Any, path: Path, rect: tuple[float, float, float, float]) -> Path:
+    """``fig`` laid out within ``rect`` (room for its caption), written to ``path`` and closed."""
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, metadata=METADATA)
+    plt.close(fig)
+    return path
 
 
 def _by_sampler(rows: list[dict], field: str) -> dict[str, list[tuple[int, float]]]:
@@ -72,11 +81,7 @@ def sampler_plots(bench: dict, out: Path) -> list[Path]:
         ax.legend(fontsize=8, loc="best")
         ax.set_title("Rank 0 of 8, batches of 256 (chunk 256, preload 64)", fontsize=10)
         fig.text(0.01, 0.01, machine, fontsize=7, color="#555555")
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
-        path = out / name
-        fig.savefig(path, metadata=METADATA)
-        plt.close(fig)
-        drawn.append(path)
+        drawn.append(_saved(fig, out / name, rect=(0, 0.03, 1, 1)))
     return drawn
 
 
@@ -116,11 +121,7 @@ def loader_plot(loader: dict, out: Path) -> list[Path]:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(loader.get("versions", {}).items()))
     fig.text(0.01, 0.005, f"annbatch.Loader, {loader['sizes']['n_obs']:,} rows; {loader['cores']} cores; "
              f"median of {loader['repeats']} epochs each; {versions}", fontsize=6.5, color="#555555")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    path = out / "perf-loader-ratio.svg"
-    fig.savefig(path, metadata=METADATA)
-    plt.close(fig)
-    return [path]
+    return [_saved(fig, out / "perf-loader-ratio.svg", rect=(0, 0.05, 1, 0.95))]
 
 
 def sweep_plot(sweep: dict, out: Path) -> list[Path]:
@@ -153,11 +154,7 @@ def sweep_plot(sweep: dict, out: Path) -> list[Path]:
                  f"{sweep['pipeline']}", fontsize=10)
     fig.text(0.01, 0.01, f"{sweep['cores']} cores; median of {sweep['repeats']} epochs each; "
              f"RandomSampler(chunk_size=64, preload_nchunks=P, batch_size=256)", fontsize=7, color="#555555")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path = out / "perf-preload-sweep.svg"
-    fig.savefig(path, metadata=METADATA)
-    plt.close(fig)
-    return [path]
+    return [_saved(fig, out / "perf-preload-sweep.svg", rect=(0, 0.03, 1, 1))]
 
 
 def main() -> int:
