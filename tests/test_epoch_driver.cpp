@@ -7,6 +7,8 @@
 // invariants every sampler keeps (an Epoch's state(k) equals the sampler's, at every resume point)
 // are in harness.hpp's check_resume.
 
+#include "support.hpp"
+
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/epoch_driver.hpp>
 #include <chunksampler/errors.hpp>
@@ -155,6 +157,69 @@ TEST_CASE("where a sampler stands: state() and next_state() before, during and a
   CHECK(rest.epoch() == 0);
   CHECK(rest.state(0) == at5);
   CHECK(s.epoch() == 1);
+}
+
+TEST_CASE("one position: the driver's phase and the epoch's count of what it has yielded", "[driver]") {
+  cs::RandomSampler s = base;
+  CHECK(s.phase() == cs::EpochPhase::fresh);
+  auto epoch = s.sample(n_obs);
+  CHECK(s.phase() == cs::EpochPhase::played);
+  CHECK(epoch.yielded() == 0);
+  CHECK(epoch.state() == epoch.state(0));
+  std::int64_t seen = 0;
+  for (const cs::LoadRequest& request : epoch) {
+    seen += static_cast<std::int64_t>(request.splits.size());
+    CHECK(epoch.yielded() == seen);  // the request in hand counts
+    CHECK(epoch.state() == s.state(seen));
+  }
+  CHECK(epoch.yielded() == epoch.n_batches());
+
+  const cs::SamplerState at3 = s.state(3);
+  s.restore(at3);
+  CHECK(s.phase() == cs::EpochPhase::pending);
+  auto rest = s.sample(n_obs);
+  auto it = rest.begin();
+  CHECK(rest.yielded() == static_cast<std::int64_t>(it->splits.size()));
+  CHECK(rest.state().batches_done() == 3 + rest.yielded());
+  s.set_epoch(7);
+  CHECK(s.phase() == cs::EpochPhase::fresh);
+}
+
+TEST_CASE("resume: a state at its epoch's end continues with the next epoch; elsewhere as restore", "[driver]") {
+  cs::RandomSampler a = base;
+  const std::int64_t whole = a.n_batches(n_obs, {.id = 1, .num_workers = 2});
+  (void)a.sample(n_obs, {.id = 1, .num_workers = 2});
+  REQUIRE(whole > 3);
+
+  // Mid-epoch: the same as restore.
+  cs::RandomSampler mid = base;
+  cs::RandomSampler restored = base;
+  mid.resume(a.state(3));
+  restored.restore(a.state(3));
+  CHECK(mid.phase() == cs::EpochPhase::pending);
+  CHECK(mid.next_state() == restored.next_state());
+
+  // At the end: the next epoch from its start, for any worker.
+  cs::RandomSampler end = base;
+  end.resume(a.state(whole));
+  CHECK(end.phase() == cs::EpochPhase::fresh);
+  CHECK(end.epoch() == 1);
+  cs::RandomSampler next = base;
+  next.set_epoch(1);
+  CHECK(support::collect(end.sample(n_obs)) == support::collect(next.sample(n_obs)));
+
+  // A state at an epoch's start (tied to no n_obs): restored as it is.
+  cs::RandomSampler start = base;
+  start.resume(a.next_state());
+  CHECK(start.epoch() == 1);
+  CHECK(start.phase() == cs::EpochPhase::pending);
+
+  // Past its epoch's end: refused here, and the sampler left as it was.
+  cs::RandomSampler past = base;
+  past.set_epoch(5);
+  CHECK_THROWS_AS(past.resume(a.state(whole + 1)), cs::StateMismatchError);
+  CHECK(past.epoch() == 5);
+  CHECK(past.phase() == cs::EpochPhase::fresh);
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ namespace chunksampler {
 ///     }
 ///
 /// It knows where it stands in its epoch: `batches_before()` are the epoch's batches read before
-/// its first (a restored point's), and `state(k)` is the point after `k` of its own batches, so
-/// a loader counts only the batches it hands on:
+/// its first (a restored point's), `yielded()` the batches of the requests it has yielded so far,
+/// `state()` the point after them and `state(k)` the point after `k` of its own batches, so a
+/// loader that hands on fewer than it has taken (a request partly trained) counts only those:
 ///
 ///     std::int64_t handed = 0;
 ///     for (const cs::LoadRequest& request : epoch)
@@ -105,6 +106,9 @@ class Epoch {
 
   /// Batches this stream yields in all (after the skip).
   [[nodiscard]] std::int64_t n_batches() const noexcept { return share_batches() - skip_; }
+  /// Batches of the requests yielded so far: the request the iterator points at included, 0
+  /// before `begin()`, `n_batches()` once the iterator has reached the end.
+  [[nodiscard]] std::int64_t yielded() const noexcept { return yielded_; }
   /// The epoch's batches read before this stream's first, counted from the epoch's start: 0 for
   /// an epoch begun afresh, a restored state's `batches_done` for one resumed.
   [[nodiscard]] std::int64_t batches_before() const noexcept { return stamp_.dealt_at + skip_; }
@@ -120,6 +124,8 @@ class Epoch {
     fields.batches_done = batches_before() + yielded;
     return detail::StateAccess::make(fields);
   }
+  /// The point after the batches of the requests yielded so far: `state(yielded())`.
+  [[nodiscard]] SamplerState state() const { return state(yielded_); }
   /// The plan of the whole epoch (all ranks' batches in global mode) this range reads from.
   [[nodiscard]] const Plan& plan() const noexcept { return plan_; }
 
@@ -233,6 +239,7 @@ class Epoch {
     current_.splits = Splits(positions.subspan(static_cast<std::size_t>(from * b),
                                                static_cast<std::size_t>(std::min(to * b, size) - from * b)),
                              b);
+    yielded_ += static_cast<std::int64_t>(current_.splits.size());
   }
 
   Plan plan_;
@@ -243,6 +250,7 @@ class Epoch {
   std::size_t run_ = 0;             // the run being read
   std::int64_t piece_ = 0;          // the piece of that run being read
   std::int64_t skip_in_piece_ = 0;  // batches of the first piece already consumed
+  std::int64_t yielded_ = 0;        // batches of the requests loaded so far
   RequestBuffers buffers_;
   LoadRequest current_;
   detail::StateFields stamp_;  // a state's fields in this epoch, but batches_done; last: read only for states

@@ -42,6 +42,13 @@ template <class S>
 
 namespace chunksampler {
 
+/// What last moved an `EpochDriver`, as `phase()` says it.
+enum class EpochPhase {
+  fresh,    ///< made, or `set_epoch`: the next `sample()` plays `epoch()` from its start
+  pending,  ///< `restore`: the next `sample()` continues the restored point
+  played,   ///< `sample()` has begun epoch `epoch() - 1`: `state(k)` names a point in it
+};
+
 /// One epoch as a layout policy lays it out for one reader: the plan, the reader's batches of
 /// it, and what a state taken in it records about the deal.
 template <EpochPlan Plan>
@@ -55,8 +62,8 @@ struct EpochLayout {
 
 /// The one place that drives epochs: where a sampler stands (the epoch the next `sample()`
 /// plays, a restored point it continues, the epoch it played last) and the members that move or
-/// read that position: `epoch`, `set_epoch`, `n_batches`, `n_batches_left`, `sample`, `state`
-/// and `restore`. Every sampler (through `SamplerBase`) and `DistributedSampler` derive from it
+/// read that position: `epoch`, `phase`, `set_epoch`, `n_batches`, `n_batches_left`, `sample`,
+/// `state`, `restore` and `resume`. Every sampler (through `SamplerBase`) and `DistributedSampler` derive from it
 /// (CRTP); each `Epoch` it returns carries its position, so that a loader or an adapter counts
 /// only the batches it hands on.
 ///
@@ -90,6 +97,13 @@ class EpochDriver {
 
   /// The epoch the next `sample()` plays.
   [[nodiscard]] std::uint64_t epoch() const noexcept { return next_; }
+  /// What last moved this driver: made or `set_epoch` (`fresh`), `restore` (`pending`) or
+  /// `sample()` (`played`). With the `Epoch` the last `sample()` returned, which counts what it
+  /// has yielded, it is the whole of where a sampler stands.
+  [[nodiscard]] EpochPhase phase() const noexcept {
+    if (pending_) return EpochPhase::pending;
+    return played_ ? EpochPhase::played : EpochPhase::fresh;
+  }
   /// Pins the next `sample()` to epoch `epoch` (from its start); later calls go on from there.
   void set_epoch(std::uint64_t epoch) noexcept {
     next_ = epoch;
@@ -164,6 +178,26 @@ class EpochDriver {
     pending_ = std::move(pending);
     played_.reset();
     next_ = state.epoch();
+  }
+
+  /// As `restore`, the way a loader resumes: a state taken at its epoch's end (no batch of that
+  /// epoch left for the state's `n_obs` and worker) moves to the start of the next epoch instead,
+  /// so the next `sample()` plays epoch `state.epoch() + 1`, not the finished epoch's empty rest.
+  /// Throws what `restore` throws, and here what the next `sample()` would throw for the state's
+  /// `n_obs` and worker (`batches_done` past its epoch's end). Strongly exception-safe.
+  ///
+  ///     loader_sampler.resume(cs::load_state(path));  // mid-epoch: its rest; at its end: the next
+  void resume(const SamplerState& state) {
+    const EpochDriver before = *this;
+    restore(state);
+    if (!state.n_obs()) return;
+    try {
+      const WorkerInfo worker{.id = state.worker(), .num_workers = state.num_workers()};
+      if (n_batches_left(*state.n_obs(), worker) == 0) set_epoch(state.epoch() + 1);
+    } catch (...) {
+      static_cast<EpochDriver&>(*this) = before;
+      throw;
+    }
   }
 
  protected:
