@@ -260,6 +260,11 @@ TEST_CASE("ClassSampler: the run-length rule names exactly the classes with shor
     std::string message;
     try {
       (void)cs::ClassSampler(codes, options);
+    } catch (const cs::ShortRunsError& e) {
+      message = e.what();
+      std::vector<std::int32_t> expected_codes;
+      for (const auto& entry : bad) expected_codes.push_back(entry.first);
+      CHECK(e.codes() == expected_codes);  // every class the message names, as data
     } catch (const std::invalid_argument& e) {
       message = e.what();
     }
@@ -326,6 +331,14 @@ TEST_CASE("ClassSampler: 10^5 classes of short runs are named 20 at a time, with
           "classes with shorter runs: class 0 (1 short run, shortest 3), class 1 (1 short run, shortest 3)") &&
           Catch::Matchers::Contains("class 19 (1 short run, shortest 3) and 99980 more; lower chunk_size") &&
           !Catch::Matchers::Contains("class 20 ("));
+  // The message lists 20; the error's codes hold all of them.
+  try {
+    (void)cs::ClassSampler(codes, {.chunk_size = 4, .preload_nchunks = 1, .batch_size = 1, .num_samples = 10});
+    FAIL("no ShortRunsError");
+  } catch (const cs::ShortRunsError& e) {
+    CHECK(e.codes().size() == 100'000);
+    CHECK(e.codes().back() == 99'999);
+  }
 }
 
 TEST_CASE("ClassSampler is deterministic per (seed, epoch); epochs and seeds differ", "[class]") {

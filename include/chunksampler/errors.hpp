@@ -63,6 +63,22 @@ class FragmentedSplitError : public ConfigError {
   std::shared_ptr<const std::vector<std::string>> columns_;
 };
 
+/// A class sampler refused classes whose runs are shorter than `chunk_size` (a chunk must lie
+/// inside one run of its class). `codes()` holds every such class's code, in code order, so a
+/// caller names them its own way (a Categorical's labels) without reading the message, which
+/// lists the first 20.
+class ShortRunsError : public ConfigError {
+ public:
+  ShortRunsError(std::vector<std::int32_t> codes, const std::string& what)
+      : ConfigError(what), codes_(std::make_shared<const std::vector<std::int32_t>>(std::move(codes))) {}
+  /// The codes of the classes with short runs, ascending.
+  [[nodiscard]] const std::vector<std::int32_t>& codes() const noexcept { return *codes_; }
+
+ private:
+  // Shared, so copying the exception (as throwing may) cannot throw.
+  std::shared_ptr<const std::vector<std::int32_t>> codes_;
+};
+
 /// Something is wrong with a `SamplerState`; one of the two below.
 class StateError : public std::invalid_argument {
  public:

@@ -303,10 +303,15 @@ class ClassSamplerBase : public SamplerBase<Derived, Plan> {
       }
       if (short_runs.size() > listed)
         fmt::format_to(std::back_inserter(list), " and {} more", short_runs.size() - listed);
-      throw_config(
-          "{}: every run of a class with a positive weight must be at least chunk_size ({}) observations long; "
-          "classes with shorter runs: {}; lower chunk_size, regroup the observations, or give these classes weight 0",
-          Derived::name, chunk, list);
+      std::vector<std::int32_t> short_codes;
+      short_codes.reserve(short_runs.size());
+      for (const Short& entry : short_runs) short_codes.push_back(entry.code);
+      throw ShortRunsError(
+          std::move(short_codes),
+          fmt::format("{}: every run of a class with a positive weight must be at least chunk_size ({}) observations "
+                      "long; classes with shorter runs: {}; lower chunk_size, regroup the observations, or give these "
+                      "classes weight 0",
+                      Derived::name, chunk, list));
     }
     n_classes_ = weights.empty() ? std::int64_t{max_code} + 1 : std::ssize(weights);
     runs_hash_ = hash;
