@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Literal, Union
 
-from . import _chunksampler
+from . import _chunksampler, _internals
 from ._convert import index
 from ._errors import ConfigError, DistEnvironmentError
 
@@ -50,8 +50,7 @@ def accelerate_hint() -> str | None:
     asked for and no ``RANK``; the Trainer run as ``python script.py`` is one process as well.
     Reads ``sys.modules`` and the environment only: imports nothing."""
     launched = "ACCELERATE_MIXED_PRECISION" in os.environ  # every `accelerate launch` sets it
-    state_module = sys.modules.get("accelerate.state")
-    shared = dict(state_module.PartialState._shared_state) if state_module is not None else {}
+    shared = _internals.accelerate_shared_state()
     if not shared and not launched:
         return None
     one_of_many = launched and "MASTER_PORT" in os.environ and "RANK" not in os.environ

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DistEnvironmentError",
     "FragmentedSplitError",
+    "IntegrationError",
     "NotADataLoaderError",
     "ReadError",
     "StateError",
@@ -97,3 +98,24 @@ class DistEnvironmentError(RuntimeError):
     """The launcher's environment, not an argument, is at fault, e.g. ``dist_info="env"`` with no
     launcher variables set (C++ ``chunksampler::EnvironmentError``; renamed so that it does not
     shadow Python's builtin ``EnvironmentError``)."""
+
+
+class IntegrationError(RuntimeError):
+    """An integration found missing what it reads of another library's internals: a private
+    attribute, method or frame layout that the installed release has renamed, moved or changed
+    (torch's DataLoader iterator count, Accelerate's and Ray Train's loader preparation, Lightning's
+    batch progress, the Trainer's ``_save_checkpoint``; the docs' training stacks page lists them).
+    Raised at the hook's first use, in place of a silent fallback that would resume at the wrong
+    batch or let a framework rebuild a loader. The message names the library, its installed version,
+    the hook and the versions chunksampler was checked on; ``library``, ``version`` and ``hook`` hold
+    them. A ``RuntimeError``: the installed versions, not an argument, are at fault."""
+
+    def __init__(self, message: str, library: str | None = None, version: str | None = None,
+                 hook: str | None = None) -> None:
+        super().__init__(message)
+        self.library = library
+        self.version = version
+        self.hook = hook
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.library, self.version, self.hook)

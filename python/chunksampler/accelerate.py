@@ -48,6 +48,7 @@ from accelerate.data_loader import DataLoaderStateMixin
 from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
+from . import _internals
 from ._dist import accelerate_hint
 from ._errors import NotADataLoaderError
 from ._integration import AnySampler, agree_every_rank
@@ -155,7 +156,7 @@ class AcceleratedLoader(DataLoaderStateMixin):
         self.gradient_state = GradientState()
         # No padded last batch: DataLoaderStateMixin.begin() then leaves remainder at -1, so
         # gather_for_metrics keeps every gathered row.
-        self._drop_last = True
+        _internals.accelerate_no_remainder(self)
 
     @property
     def loader(self) -> ChunkDataLoader:

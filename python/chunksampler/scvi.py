@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import scvi.dataloaders
 
+from . import _internals
 from ._dist import DistInfo
 from ._errors import ConfigError, StateFormatError, StateMismatchError
 from ._integration import check_every_rank, check_sampler, job_ranks, read_state, write_state
@@ -55,8 +56,9 @@ def _lightning_batches_done(trainer: Any) -> tuple[int, int]:
       Read when the first batch of an epoch is fetched, ``processed`` is where the epoch resumes.
 
     ``trainer.current_epoch`` is the epochs the fit loop has completed: the current one's number.
+    The counters are Lightning's internals, read through ``chunksampler._internals``.
     """
-    return trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    return _internals.lightning_batches_done(trainer)
 
 
 def _is_whole(sampler: _Base) -> bool:
@@ -279,17 +281,18 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         if train_size is None and validation_size is None:
             return
         super().set_split(train_size, validation_size, shuffle_set_split, batch_size)
+        train_mask, val_mask = _internals.scvi_split(self, scvi.dataloaders.AnnbatchDataModule)
         # The samplers are this module's own copies, which nothing else holds: their masks change in place.
-        self._train.mask = self._train_mask
-        if self._val_mask is None:
+        self._train.mask = train_mask
+        if val_mask is None:
             self._validation = None
         else:
             if self._validation is None:
                 self._validation = SequentialSampler(
-                    self._train.chunk_size, self._train.preload_nchunks, self._train.batch_size, mask=self._val_mask
+                    self._train.chunk_size, self._train.preload_nchunks, self._train.batch_size, mask=val_mask
                 )
             else:
-                self._validation.mask = self._val_mask
+                self._validation.mask = val_mask
         self._set_counts()
 
     # --- the loaders -----------------------------------------------------------------------------
@@ -302,11 +305,7 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         return lambda: ranks
 
     def _loader(self, sampler: DistributedSampler) -> Any:
-        import copy
-
-        loader = copy.copy(self.dataset)
-        loader._batch_sampler = sampler
-        return loader
+        return _internals.annbatch_loader(self.dataset, sampler)
 
     def train_dataloader(self) -> _Epochs:
         """This rank's shard of the training sampler, as an iterable of annbatch batches (Lightning

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np  # the docstrings' examples use it (test_torch.py runs them with doctest)
 import torch.utils.data
-import torch.utils.data.dataloader
 
+from . import _internals
 from ._convert import index, optional_index
 from ._errors import ConfigError, NotADataLoaderError, StateError
 from ._integration import AnySampler, Iteration, check_every_rank, check_sampler, request_rows
@@ -27,32 +27,10 @@ from .reader import ReadAhead, Reader, _copy as _copy_request, is_source, is_spa
 
 __all__ = ["BatchSampler", "ChunkDataLoader"]
 
-# torch's own DataLoader iterators, whose ``_num_yielded`` counts the batches handed to the training
-# loop (torch 1.13 and 2.x). torchdata's StatefulDataLoader subclasses them, but takes a batch
-# sampler's state_dict() when it sends a batch's indices to a worker and counts the rest itself:
-# for it, the batches this sampler has yielded are the right count.
-_TORCH_ITERATORS = tuple(
-    getattr(torch.utils.data.dataloader, name)
-    for name in ("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
-    if hasattr(torch.utils.data.dataloader, name)
-)
-
-
-def _calling_dataloader() -> Any:
-    """The torch DataLoader iterator (of torch's own classes) whose ``__init__`` or ``_reset`` is
-    calling ``iter()`` on the batch sampler, else None."""
-    frame = sys._getframe(2)  # _calling_dataloader <- BatchSampler.__iter__ <- the caller
-    caller = frame.f_locals.get("self")
-    return caller if type(caller) in _TORCH_ITERATORS else None
-
-
 # Accelerate's prepare() rebuilds a torch DataLoader around its batch sampler: its prepare_data_loader()
 # reads the batch sampler's ``batch_size`` (under split_batches) and its get_sampler() the batch
-# sampler's ``sampler``, on every process, before any collective.
-_ACCELERATE = "accelerate.data_loader"
-_ACCELERATE_PREPARES = ("prepare_data_loader", "get_sampler")
-# Accelerate's wrappers that deal a batch sampler's batches among processes or broadcast them.
-_ACCELERATE_WRAPPERS = ("BatchSamplerShard", "DataLoaderDispatcher")
+# sampler's ``sampler``, on every process, before any collective; its wrappers deal the batches among
+# the processes or broadcast them (chunksampler._internals.accelerate_prepares finds them).
 _PLAIN_ACCELERATE = (
     "chunksampler.torch.BatchSampler: Accelerate's prepare() rebuilds a torch DataLoader around its batch "
     "sampler: under several processes it deals this sampler's batches round-robin on top of the "
@@ -68,18 +46,8 @@ def _refuse_accelerate(frame: Any) -> None:
     """Raises ConfigError where ``frame`` (the caller of a BatchSampler member), or one of the few
     frames below it, belongs to Accelerate preparing or sharding a plain DataLoader over this batch
     sampler."""
-    accelerate = sys.modules.get(_ACCELERATE)
-    if accelerate is None:
-        return
-    if frame.f_globals.get("__name__") == _ACCELERATE and frame.f_code.co_name in _ACCELERATE_PREPARES:
+    if _internals.accelerate_prepares(frame):
         raise ConfigError(_PLAIN_ACCELERATE)
-    wrappers = tuple(getattr(accelerate, name) for name in _ACCELERATE_WRAPPERS if hasattr(accelerate, name))
-    for _ in range(6):  # a wrapper's iterator, DataLoader.__iter__, its _get_iterator, the iterator's __init__
-        if frame is None:
-            return
-        if isinstance(frame.f_locals.get("self"), wrappers):
-            raise ConfigError(_PLAIN_ACCELERATE)
-        frame = frame.f_back
 
 
 def _to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -95,12 +63,6 @@ def _to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
     if isinstance(batch, Mapping):
         return type(batch)({key: _to_device(value, device, non_blocking) for key, value in batch.items()})
     return batch
-
-
-def _called_from(prefix: str) -> bool:
-    """Whether the code reading an attribute (two frames up: the reader <- __getattr__ <- this) is in a
-    module whose name begins with ``prefix``."""
-    return sys._getframe(2).f_globals.get("__name__", "").startswith(prefix)
 
 
 class BatchSampler(torch.utils.data.BatchSampler):
@@ -133,6 +95,9 @@ class BatchSampler(torch.utils.data.BatchSampler):
     >>> [len(batch) for batch in loader][-2:]
     [128, 104]
     """
+
+    # Whether state_dict() counts the batches the torch DataLoader iterating it has handed on.
+    _counts_loader = True
 
     def __init__(self, sampler: AnySampler, n_obs: int) -> None:
         # torch's BatchSampler is the base class (its __init__ is not called: the chunk sampler holds
@@ -198,9 +163,10 @@ class BatchSampler(torch.utils.data.BatchSampler):
         batches. The epoch begins at the first ``next()``, not at ``iter()``, as with torch's own
         samplers: a DataLoader calls ``iter()`` on its batch sampler twice per epoch and advances
         only the second iterator."""
-        _refuse_accelerate(sys._getframe(1))
+        caller = sys._getframe(1)
+        _refuse_accelerate(caller)
         self._tickets += 1
-        loader = _calling_dataloader()
+        loader = _internals.torch_loader(caller) if self._counts_loader else None
         self._consumer = None if loader is None else (self._tickets, weakref.ref(loader))
         return self._play(self._tickets)
 
@@ -230,8 +196,9 @@ class BatchSampler(torch.utils.data.BatchSampler):
         if self._consumer is None or iteration is None:
             return None
         ticket, ref = self._consumer
-        received = getattr(ref(), "_num_yielded", None)  # set after iter() in the iterator's __init__
-        if not ticket == iteration.ticket == self._tickets or not isinstance(received, int):
+        loader = ref()
+        received = None if loader is None else _internals.torch_handed_out(loader)
+        if not ticket == iteration.ticket == self._tickets or received is None:
             return None
         return min(received, iteration.total)
 
@@ -369,8 +336,7 @@ class _Requests(BatchSampler):
             iteration.yielded += len(request.offsets) - 1
             yield [_copy_request(request)]
 
-    def _received(self) -> int | None:
-        return None  # the DataLoader counts requests; the ChunkDataLoader counts the batches
+    _counts_loader = False  # the DataLoader counts requests; the ChunkDataLoader counts the batches
 
 
 def _tensors(rows: Any) -> Any:
@@ -617,7 +583,9 @@ class ChunkDataLoader:
     def sampler(self) -> AnySampler:
         """The chunk sampler (the object given). Lightning calls its ``set_epoch`` at each epoch's
         start; after ``load_state_dict``, ``set_epoch`` of the restored epoch's number keeps the restore."""
-        return self._batch_sampler.sampler
+        # Not BatchSampler.sampler, whose guard against Accelerate's prepare() of a DataLoader walks the
+        # caller's frames: a ChunkDataLoader is no DataLoader that Accelerate rebuilds.
+        return self._batch_sampler._sampler
 
     @property
     def batch_sampler(self) -> BatchSampler:
@@ -665,7 +633,7 @@ class ChunkDataLoader:
         loader = self.__dict__.get("_loader")
         if loader is None or name not in _DATALOADER_SETTINGS:
             raise AttributeError(f"'ChunkDataLoader' object has no attribute {name!r}")
-        if name == "worker_init_fn" and _called_from("ray."):
+        if name == "worker_init_fn" and _internals.ray_calls(sys._getframe(1)):
             raise NotADataLoaderError(_RAY_REBUILDS)
         return getattr(loader, name)
 
@@ -682,7 +650,7 @@ class ChunkDataLoader:
         """Hands out the batches of the sampler's next epoch (the rest of a restored one), as the
         DataLoader fetches them. Nothing starts before the first ``next()``: Lightning calls
         ``iter()`` before it sets the epoch."""
-        if sys._getframe(1).f_globals.get("__name__", "").startswith("ray."):
+        if _internals.ray_calls(sys._getframe(1)):
             raise ConfigError(_RAY_WRAPS)
         self._check()
         self._settle_restore()

@@ -28,6 +28,7 @@ from typing import Any
 
 import transformers
 
+from . import _internals
 from ._dist import accelerate_hint
 from ._errors import ConfigError, StateError
 from ._integration import BASES, AnySampler, agree_every_rank, check_sampler
@@ -80,6 +81,7 @@ class ChunkTrainerMixin:
             check_sampler(f"{type(self).__name__}: train_sampler", train_sampler)
         if eval_sampler is not None:
             check_sampler(f"{type(self).__name__}: eval_sampler", eval_sampler)
+        _internals.trainer_hooks()  # the Trainer's private methods overridden and called here
         for name in ("train_dataset", "eval_dataset"):  # the Trainer asks their len(), which zarr 3's arrays lack
             if is_source(kwargs.get(name)) and not hasattr(kwargs[name], "__len__"):
                 kwargs[name] = Reader(kwargs[name])
@@ -129,7 +131,7 @@ class ChunkTrainerMixin:
         if is_source(dataset):
             collator = self.data_collator if self._chunk_collator_given else None
         else:
-            collator = self._get_collator_with_removed_columns(self.data_collator, description=description)
+            collator = _internals.trainer_collator(self, self.data_collator, description)
         settings = {
             "collate_fn": collator,
             "num_workers": args.dataloader_num_workers,
@@ -189,7 +191,7 @@ class ChunkTrainerMixin:
         super()._save_checkpoint(model, trial)
         if self._chunk_train is None or not self.args.should_save:
             return
-        folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+        folder = os.path.join(_internals.trainer_output_dir(self, trial), f"checkpoint-{self.state.global_step}")
         if os.path.isdir(folder):
             with open(os.path.join(folder, STATE_FILE), "w") as file:
                 json.dump(self._chunk_train.sampler.state_dict(), file)
