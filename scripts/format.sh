@@ -21,7 +21,7 @@ ensure_packages clang-format-19
 cd "$root"
 # Tracked files and new ones not yet added (never ignored ones), that still exist.
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-  'include/*.hpp' 'tests/*.hpp' 'tests/*.cpp' 'examples/*.hpp' 'examples/*.cpp' 'benchmarks/*.hpp' 'benchmarks/*.cpp' 'python/src/*.cpp' |
+  'include/*.hpp' 'tests/*.hpp' 'tests/*.cpp' 'examples/*.hpp' 'examples/*.cpp' 'benchmarks/*.hpp' 'benchmarks/*.cpp' 'python/src/*.hpp' 'python/src/*.cpp' |
   sort -u | while read -r file; do [ -f "$file" ] && echo "$file"; done)
 [ ${#files[@]} -gt 0 ] || { echo "no sources found under $root" >&2; exit 1; }
 clang-format-19 --style=file "${mode[@]}" "${files[@]}"
