@@ -104,7 +104,6 @@ def _probe(hook: Hook) -> Callable[[Callable[..., _Result]], Callable[..., _Resu
             except _Missing as missing:
                 raise hook.missing(str(missing)) from None
 
-        probe.hook = hook  # type: ignore[attr-defined]
         functools.update_wrapper(probe, check)
         PROBES.append(probe)
         return probe
@@ -114,9 +113,11 @@ def _probe(hook: Hook) -> Callable[[Callable[..., _Result]], Callable[..., _Resu
 
 def _code(owner: str, value: Any) -> CodeType:
     """The code of function ``value`` (``owner`` names it), under any decorator that keeps ``__wrapped__``."""
+    if value is None:
+        raise _Missing(f"there is no {owner}")
     function = inspect.unwrap(value) if callable(value) else value
     if not inspect.isfunction(function):
-        raise _Missing(f"{owner} is not a function: {type(value).__name__}")
+        raise _Missing(f"{owner} is not a function but a {type(value).__name__}")
     return function.__code__
 
 
