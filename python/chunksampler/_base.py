@@ -1,13 +1,14 @@
 """What every sampler shares: the ``_Sampler`` base (annbatch's ``sample``/``n_batches``/``validate``,
-PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, copies and pickling), the
-``sample()`` iterator with the progress its consumer makes, and the helpers of the families'
-modules (``_plain``, ``_class``, ``_mixture``, ``_distributed``).
+PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, copies and pickling) and the
+helpers of the families' modules (``_plain``, ``_class``, ``_mixture``, ``_distributed``).
 
 Each class holds a C++ sampler (one class of chunksampler._chunksampler per sampler type) and
 converts types; every rule, check and number is the C++ library's, and every setting is read
 from the C++ sampler, which copies and pickles itself (a class sampler with its runs, not its
-codes). The Python side keeps only what C++ has no use for: the ``numpy`` generator a seed was
-drawn from, whether the user chose it, and how far a consumer has taken the last request."""
+codes), and knows where it stands: the phase of its epoch, the batches the last ``sample()`` has
+yielded, and how far its consumer has taken the last request's splits (a list C++ counts the
+iteration and indexing of). The Python side keeps only what C++ has no use for: the ``numpy``
+generator a seed was drawn from and whether the user chose it."""
 
 from __future__ import annotations
 
@@ -30,142 +31,13 @@ def _worker(worker: object) -> tuple[int, int]:
     return worker_from(worker)
 
 
-def _state_dict(text: str) -> SamplerStateDict:
-    fields = _chunksampler.state_fields(text)
-    return {"state": text, "epoch": fields["epoch"], "batches_done": fields["batches_done"]}
-
-
 def _state_seed(text: str) -> int | None:
     """The seed a state text records, or None where the text is not a state (restore() then says
     why)."""
     try:
-        return int(_chunksampler.state_fields(text)["seed"])
+        return _chunksampler.SamplerState.parse(text).seed
     except StateFormatError:
         return None
-
-
-class _Progress:
-    """How far the consumer of one ``sample()`` iterator has got into the request it took last:
-    ``request`` is the ``id`` of that request's splits (not the list, which points here: no
-    reference cycle per request), ``size`` their number, and ``taken`` how many of them the
-    consumer has taken (None until it first iterates or indexes them).
-
-    Iterating the splits is the list's own iterator, kept here: how far it has got is read from it
-    when ``taken`` is asked for (``size - __length_hint__()``), so taking a split costs no Python
-    call. ``taken`` is where the latest iteration stands once it has yielded a split (until then,
-    what was taken before it began), or after an index, the larger of that and the index + 1,
-    until that iteration moves on."""
-
-    __slots__ = ("request", "size", "_iterator", "_before", "_indexed", "_indexed_at", "_indexed_iterator")
-
-    def __init__(self) -> None:
-        self.begin(0, 0)
-
-    def begin(self, request: int, size: int) -> None:
-        """A new request's splits: nothing of them taken yet."""
-        self.request, self.size = request, size
-        self._iterator: Iterator[np.ndarray] | None = None
-        self._before: int | None = None
-        self._indexed: int | None = None
-        self._indexed_at: int | None = None
-        self._indexed_iterator: Iterator[np.ndarray] | None = None
-
-    def _position(self) -> int | None:
-        iterator = self._iterator
-        return None if iterator is None else self.size - iterator.__length_hint__()  # type: ignore[attr-defined]
-
-    @property
-    def taken(self) -> int | None:
-        position = self._position()
-        if self._indexed is not None and self._indexed_iterator is self._iterator and self._indexed_at == position:
-            return self._indexed
-        return position if position else self._before
-
-    def iterating(self, iterator: Iterator[np.ndarray]) -> None:
-        """The consumer began to iterate the splits (again)."""
-        self._before = self.taken
-        self._iterator = iterator
-
-    def indexed(self, taken: int) -> None:
-        """The consumer took split ``taken - 1`` by index."""
-        self._indexed = max(self.taken or 0, taken)
-        self._indexed_at = self._position()
-        self._indexed_iterator = self._iterator
-
-    @property
-    def untaken(self) -> int:
-        """Batches of the last request the consumer has not taken yet: none until it begins on
-        them (a consumer that never iterates nor indexes the splits counts whole requests)."""
-        taken = self.taken
-        return 0 if taken is None else self.size - taken
-
-
-class _Splits(list):  # type: ignore[type-arg]
-    """A request's splits (a list, as annbatch's), which count the ones the consumer takes, so
-    that ``state_dict()`` names the batches a loader handed on, not those of the whole request it
-    took: annbatch's ``Loader`` takes a request, loads it, then yields its splits one by one."""
-
-    __slots__ = ("_progress",)
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        iterator = list.__iter__(self)
-        progress = self._progress
-        if progress.request == id(self):
-            progress.iterating(iterator)
-        return iterator
-
-    def __getitem__(self, key: Any) -> Any:
-        item = list.__getitem__(self, key)
-        progress = self._progress
-        if isinstance(key, int) and progress.request == id(self):
-            progress.indexed((key if key >= 0 else key + len(self)) + 1)
-        return item
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return list, (list(list.__iter__(self)),)
-
-
-class _Requests:
-    """``sample()``'s iterator: the C++ iterator's LoadRequest dicts, each request's splits a
-    ``_Splits`` that reports to the sampler's ``_Progress``."""
-
-    __slots__ = ("_inner", "_progress")
-
-    def __init__(self, inner: Any, progress: _Progress) -> None:
-        self._inner = inner
-        self._progress = progress
-
-    def __iter__(self) -> _Requests:
-        return self
-
-    def __next__(self) -> LoadRequest:
-        request = next(self._inner)
-        splits = _Splits(request["splits"])
-        splits._progress = self._progress
-        self._progress.begin(id(splits), len(splits))
-        request["splits"] = splits
-        return request
-
-    def close(self) -> None:
-        """Ends the iteration, as a generator's ``close()``: later ``next()`` calls stop."""
-        self._inner.close()
-
-    @property
-    def n_batches(self) -> int:
-        """Batches the iterator yields in all."""
-        return self._inner.n_batches
-
-    @property
-    def batches_before(self) -> int:
-        """The epoch's batches before the first this iterator yields: 0 for an epoch begun afresh,
-        the restored ``batches_done`` after ``load_state_dict``."""
-        return self._inner.batches_before
-
-    def state_dict(self, yielded: int) -> SamplerStateDict:
-        """The state after ``yielded`` of this iterator's batches (``0 <= yielded <= n_batches``),
-        whatever the sampler has done since: ``{"state": text, "epoch": ..., "batches_done": ...}``,
-        ``batches_done`` counted from the epoch's start."""
-        return _state_dict(self._inner.state(index("yielded", yielded)))
 
 
 class _Sampler:
@@ -177,8 +49,6 @@ class _Sampler:
     _rng: np.random.Generator | None = None
     # Whether the user chose the seed (gave ``rng``); a sampler that draws nothing counts as seeded.
     _seed_chosen: bool = True
-    # What the consumer of the last sample() iterator has taken, while that iterator is the epoch's.
-    _progress: _Progress | None = None
 
     @classmethod
     def _wrap(cls, impl: Any, rng: np.random.Generator | None, seed_chosen: bool) -> Any:
@@ -206,7 +76,6 @@ class _Sampler:
     def _adopt_seed(self, seed: int) -> None:
         """Makes the C++ sampler again with ``seed`` (a restored state's, where the user chose none)."""
         self._impl = self._remade(seed=seed)
-        self._progress = None
 
     def sample(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[LoadRequest]:
         """The load requests of the next epoch over ``n_obs`` observations, then moves to the epoch after.
@@ -222,9 +91,7 @@ class _Sampler:
         ``state_dict(k)`` (the state after ``k`` of its batches).
         """
         worker_id, num_workers = _worker(worker)
-        inner = self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
-        self._progress = progress = _Progress()
-        return _Requests(inner, progress)
+        return self._impl.sample(index("n_obs", n_obs), worker_id, num_workers)
 
     def sample_arrays(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> Iterator[RequestArrays]:
         """As ``sample()``, each request as four read-only int64 arrays and no Python object per
@@ -234,9 +101,7 @@ class _Sampler:
         request (``.copy()`` what you keep). The iterator has ``n_batches``, ``batches_before`` and
         ``state(k)`` (the state text after ``k`` of its batches)."""
         worker_id, num_workers = _worker(worker)
-        requests = self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
-        self._progress = None
-        return requests
+        return self._impl.sample_arrays(index("n_obs", n_obs), worker_id, num_workers)
 
     def n_batches(self, n_obs: int, *, worker: tuple[int, int] | None = None) -> int:
         """Batches one epoch over ``n_obs`` observations yields (worker ``worker``'s share, if given, or
@@ -253,7 +118,7 @@ class _Sampler:
     def _next_state(self) -> SamplerStateDict:
         """Where the next ``sample()`` begins: a pending restore's point, else the start of the epoch
         it plays (what the framework integrations report before an iteration has handed anything out)."""
-        return _state_dict(self._impl.next_state())
+        return self._impl.next_state()
 
     @property
     def _since(self) -> str:
@@ -279,15 +144,6 @@ class _Sampler:
         if epoch < 0:
             raise ConfigError(f"set_epoch: epoch ({epoch}) must be >= 0")
         self._impl.set_epoch(epoch)
-        self._progress = None
-
-    def _consumed(self) -> int | None:
-        """The batches of the current epoch the consumer of the last ``sample()`` iterator has taken,
-        from the epoch's start, where it is partway through a request's splits; else None."""
-        progress = self._progress
-        if progress is None or progress.untaken == 0 or self._impl.since not in ("sample", "end"):
-            return None
-        return self._impl.batches_yielded - progress.untaken
 
     def state_dict(self, batches_done: int | None = None) -> SamplerStateDict:
         """The point after ``batches_done`` batches of the current epoch (the one the last ``sample()``
@@ -300,9 +156,7 @@ class _Sampler:
         yields its splits one by one, it is the point after the batches the Loader has yielded to
         the training loop. Pass ``batches_done`` where the loop lags further behind (a loader of
         your own that reads requests ahead)."""
-        done = optional_index("batches_done", batches_done)
-        text = self._impl.state(self._consumed() if done is None else done)
-        return _state_dict(text)
+        return self._impl.state_dict(optional_index("batches_done", batches_done))
 
     def load_state_dict(self, state_dict: SamplerStateDict) -> None:
         """Makes the next ``sample()`` continue exactly after ``state_dict`` (from ``state_dict()`` of a
@@ -323,7 +177,6 @@ class _Sampler:
         seed = _state_seed(text)
         if self._seed_chosen or seed is None or seed == self.seed:
             self._impl.restore(text)
-            self._progress = None
             return
         before = self._impl
         self._adopt_seed(seed)
@@ -332,13 +185,12 @@ class _Sampler:
         except BaseException:
             self._impl = before
             raise
-        self._progress = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {key: value for key, value in self.__dict__.items() if key != "_progress"}
+        state = dict(self.__dict__)
         # The C++ sampler at the point the consumer has reached: within the last request it took,
         # as far as it has taken that request's splits; it pickles its options and that point.
-        state["_impl"] = self._impl.at(self._consumed())
+        state["_impl"] = self._impl.at()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -399,7 +251,7 @@ class _Sampler:
             raise AttributeError(f"{type(self).__name__} draws nothing: it has no rng to assign")
         rng, seed = seed_from(value)
         self._impl = self._remade(seed=seed)
-        self._rng, self._seed_chosen, self._progress = rng, value is not None, None
+        self._rng, self._seed_chosen = rng, value is not None
 
     @property
     def seed(self) -> int:
@@ -424,7 +276,6 @@ class _MaskedSampler(_Sampler):
     @mask.setter
     def mask(self, value: slice | Sequence[slice] | None) -> None:
         self._impl = self._remade(mask=mask_from(value))
-        self._progress = None
 
 
 def _shape(chunk_size: object, preload_nchunks: object, batch_size: object, drop_last: object) -> dict[str, Any]:

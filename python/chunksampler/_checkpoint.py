@@ -9,7 +9,6 @@ import os
 from typing import Any
 
 from . import _chunksampler
-from ._base import _state_dict
 from ._types import SamplerStateDict
 
 __all__ = ["load_state", "save_state", "write_atomically"]
@@ -54,7 +53,7 @@ def load_state(path: str | os.PathLike[str]) -> SamplerStateDict:
         except chunksampler.StateFileError:
             pass  # no checkpoint yet: start at the beginning
     """
-    return _state_dict(_chunksampler.load_state(_path(path)))
+    return _chunksampler.load_state(_path(path))
 
 
 def write_atomically(path: str | os.PathLike[str], data: Any) -> None:

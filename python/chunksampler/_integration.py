@@ -33,7 +33,6 @@ from ._samplers import (
     RandomSampler,
     SequentialSampler,
     WeightedClassSampler,
-    _state_dict,
 )
 from ._types import RequestArrays, SamplerStateDict
 
@@ -151,7 +150,7 @@ class Iteration:
     def state_dict(self, done: int) -> SamplerStateDict:
         """The state after ``done`` of this pass's batches (``0 <= done <= total``); its
         ``batches_done`` counts from the epoch's start."""
-        return _state_dict(self._requests.state(done))  # type: ignore[attr-defined]
+        return self._requests.state_dict(done)  # type: ignore[attr-defined]
 
 
 # --- the envelope of a data module's state -------------------------------------------------------
@@ -174,7 +173,7 @@ def write_state(train: SamplerStateDict | None) -> dict[str, Any]:
     text records: for a reader); ``{}`` where there is no training state yet."""
     if train is None:
         return {}
-    world_size = _chunksampler.state_fields(train["state"])["world_size"]
+    world_size = _chunksampler.SamplerState.parse(train["state"]).world_size
     return {"format": FORMAT, "train": train, "world_size": world_size}
 
 
@@ -199,7 +198,7 @@ def read_state(owner: str, state_dict: object) -> SamplerStateDict | None:
         return None
     if not isinstance(train, dict) or not isinstance(train.get("state"), str):
         _malformed(owner, state_dict)
-    _chunksampler.state_fields(train["state"])  # the text's own StateFormatError, now
+    _chunksampler.SamplerState.parse(train["state"])  # the text's own StateFormatError, now
     return train
 
 

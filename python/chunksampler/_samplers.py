@@ -6,11 +6,7 @@ WeightedClassSampler; ``_mixture``: MixtureSampler; ``_distributed``: Distribute
 from __future__ import annotations
 
 from ._base import _MaskedSampler as _MaskedSampler
-from ._base import _Progress as _Progress
-from ._base import _Requests as _Requests
 from ._base import _Sampler as _Sampler
-from ._base import _Splits as _Splits
-from ._base import _state_dict as _state_dict
 from ._base import _state_seed as _state_seed
 from ._base import _worker as _worker
 from ._class import ClassSampler, WeightedClassSampler

@@ -7,6 +7,7 @@
 
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/ranges.hpp>
+#include <chunksampler/sampler_state.hpp>
 #include <chunksampler/slice.hpp>
 #include <chunksampler/worker_info.hpp>
 
@@ -85,13 +86,18 @@ nb::dict shape_options(const S& s) {
   return d;
 }
 
+// A state as the Python samplers hand it out (PyTorch's state_dict): {"state": its text, "epoch":
+// ..., "batches_done": ...}, batches_done counted from the epoch's start (state.cpp).
+nb::dict state_dict_of(const cs::SamplerState& state);
+
 // The families, in the order module.cpp calls them, which is the order the stub lists their names
 // in (after the enums, whose values are default arguments of the samplers' constructors).
+void def_splits(nb::module_& m);     // splits.cpp: Splits, the list of a request's splits
 void def_iterators(nb::module_& m);  // iterators.cpp: Requests, RequestArrays
 void def_plain(nb::module_& m);      // plain.cpp: RandomSampler, SequentialSampler, Distributed...
 void def_class(nb::module_& m);      // class.cpp: ClassSampler, WeightedClassSampler, Distributed...
 void def_mixture(nb::module_& m);    // mixture.cpp: MixtureSampler, DistributedMixtureSampler
-void def_state(nb::module_& m);      // state.cpp: state_fields and the checkpoint files
+void def_state(nb::module_& m);      // state.cpp: SamplerState and the checkpoint files
 void def_split(nb::module_& m);      // split.cpp: split_mask, check_disjoint, dist_from_env
 
 }  // namespace chunksampler::python

@@ -37,21 +37,47 @@ class EpochSource final : public Source {
   }
   [[nodiscard]] std::int64_t n_batches() const noexcept override { return range_.n_batches(); }
   [[nodiscard]] std::int64_t batches_before() const noexcept override { return range_.batches_before(); }
-  [[nodiscard]] std::string state(std::int64_t yielded) const override { return range_.state(yielded).to_string(); }
+  [[nodiscard]] cs::SamplerState state(std::int64_t yielded) const override { return range_.state(yielded); }
+  void publish() noexcept override { yielded_ = range_.yielded(); }
 
  private:
   Range range_;  // never moved once iterated: the source lives on the heap
   std::optional<typename Range::iterator> it_;
 };
 
-// One bound sampler: the C++ sampler and where the last sample()'s iterator stands. Each C++
-// sampler type is its own Python class (def_sampler below binds what they share, Kind<S> what
-// only S has). A copy copies the sampler and the progress; no two share anything that changes.
+// Where another sampler's epoch stood when the sampler was copied: its counts, and no epoch.
+class Played final : public Source {
+ public:
+  explicit Played(const Source& from)
+      : n_batches_(from.n_batches()), before_(from.batches_before()), untaken_(from.untaken()) {
+    yielded_ = from.yielded();
+  }
+
+  const cs::LoadRequest* advance() override { return nullptr; }
+  [[nodiscard]] std::int64_t n_batches() const noexcept override { return n_batches_; }
+  [[nodiscard]] std::int64_t batches_before() const noexcept override { return before_; }
+  [[nodiscard]] cs::SamplerState state(std::int64_t /*yielded*/) const override {
+    throw nb::value_error("chunksampler: a copied sampler holds no epoch to take a state in");
+  }
+  void publish() noexcept override {}
+  [[nodiscard]] std::int64_t untaken() const override { return untaken_; }
+
+ private:
+  std::int64_t n_batches_;
+  std::int64_t before_;
+  std::int64_t untaken_;
+};
+
+// One bound sampler: the C++ sampler (whose driver says the phase of its epoch) and the epoch
+// its last sample() returned (which counts what it has yielded, and what its consumer has taken),
+// the one record of where it stands. Each C++ sampler type is its own Python class (def_sampler
+// below binds what they share, Kind<S> what only S has). A copy copies the sampler and where its
+// epoch stood; no two share anything that changes.
 template <class S>
 class Bound {
  public:
   explicit Bound(S sampler) : sampler_(std::move(sampler)) {}
-  Bound(const Bound& other) : sampler_(other.sampler_), progress_(std::make_shared<Progress>(*other.progress_)) {}
+  Bound(const Bound& other) : sampler_(other.sampler_), live_(other.live_ ? frozen(*other.live_) : nullptr) {}
   Bound(Bound&&) noexcept = default;
   Bound& operator=(const Bound&) = delete;
   Bound& operator=(Bound&&) = delete;
@@ -63,12 +89,8 @@ class Bound {
   template <class Iterator>
   Iterator sample(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) {
     auto range = sampler_.sample(n_obs, worker_of(worker, num_workers));
-    // Counted from the epoch's start: a pending restore's batches are already behind us.
-    const std::int64_t before = range.batches_before();
-    progress_ = std::make_shared<Progress>(
-        Progress{.since = Progress::Since::sample, .batches_done = before, .whole = before + range.n_batches()});
-    std::unique_ptr<Source> source = std::make_unique<EpochSource<decltype(range)>>(std::move(range));
-    return Iterator(std::move(source), progress_);
+    live_ = std::make_shared<EpochSource<decltype(range)>>(std::move(range));
+    return Iterator(live_);
   }
   [[nodiscard]] std::int64_t n_batches(std::int64_t n_obs, std::int64_t worker, std::int64_t num_workers) const {
     return sampler_.n_batches(n_obs, worker_of(worker, num_workers));
@@ -79,49 +101,65 @@ class Bound {
   void validate(std::int64_t n_obs) const { sampler_.validate(n_obs); }
   void set_epoch(std::uint64_t epoch) {
     sampler_.set_epoch(epoch);
-    progress_ = std::make_shared<Progress>();
+    live_.reset();
   }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return sampler_.epoch(); }
 
-  // The state after `batches_done` batches of the current epoch; by default after the batches
-  // the last sample()'s iterator has yielded.
-  [[nodiscard]] std::string state(std::optional<std::int64_t> batches_done) const {
-    return sampler_.state(batches_done.value_or(progress_->batches_done)).to_string();
+  // The batches of the current epoch its consumer has taken, from the epoch's start: those of
+  // the requests the last sample() has yielded, the last one only as far as its splits were
+  // taken; a pending restore's point; 0 at an epoch's start.
+  [[nodiscard]] std::int64_t taken() const {
+    switch (sampler_.phase()) {
+      case cs::EpochPhase::fresh: return 0;
+      case cs::EpochPhase::pending: return sampler_.next_state().batches_done();
+      case cs::EpochPhase::played: return live_ ? live_->taken() : 0;
+    }
+    return 0;
   }
-  void restore(const std::string& text) { restore_state(cs::SamplerState::parse(text)); }
-  // The batches of the requests the last sample()'s iterator has yielded, counted from the
-  // epoch's start (what state() records without an argument).
-  [[nodiscard]] std::int64_t batches_yielded() const noexcept { return progress_->batches_done; }
-  // The state text where the next sample() begins: a pending restore's point, else the start of
-  // the next epoch.
-  [[nodiscard]] std::string next_state() const { return sampler_.next_state().to_string(); }
+  // The state after `batches_done` batches of the current epoch, by default after those taken.
+  [[nodiscard]] nb::dict state_dict(std::optional<std::int64_t> batches_done) const {
+    return state_dict_of(sampler_.state(batches_done ? *batches_done : taken()));
+  }
+  void restore(const std::string& text) {
+    sampler_.restore(cs::SamplerState::parse(text));
+    live_.reset();
+  }
+  // The batches of the requests the last sample() has yielded, counted from the epoch's start.
+  [[nodiscard]] std::int64_t batches_yielded() const {
+    if (sampler_.phase() != cs::EpochPhase::played || !live_) return taken();
+    return live_->batches_before() + live_->yielded();
+  }
+  // Where the next sample() begins: a pending restore's point, else the start of the next epoch.
+  [[nodiscard]] nb::dict next_state() const { return state_dict_of(sampler_.next_state()); }
   // "start" (no sample() since construction, set_epoch or restore), "restore", "sample" (the last
   // sample()'s iterator has batches left) or "end" (it has yielded them all: the next sample()
   // plays the next epoch from its start, as after "start").
   [[nodiscard]] const char* since() const noexcept {
-    switch (progress_->since) {
-      case Progress::Since::start: return "start";
-      case Progress::Since::restore: return "restore";
-      case Progress::Since::sample: return progress_->batches_done < progress_->whole ? "sample" : "end";
+    switch (sampler_.phase()) {
+      case cs::EpochPhase::fresh: return "start";
+      case cs::EpochPhase::pending: return "restore";
+      case cs::EpochPhase::played: return live_ && live_->yielded() < live_->n_batches() ? "sample" : "end";
     }
     return "start";
   }
 
   // A copy at this sampler's point: after `batches_done` batches of the current epoch if given,
-  // else where the last sample()'s iterator stands (or the restore pending); between epochs, at
-  // the start of the next. What a copy or a pickle continues from.
+  // else where its consumer stands (or the restore pending); between epochs, at the start of the
+  // next. What a copy or a pickle continues from.
   [[nodiscard]] Bound at(std::optional<std::int64_t> batches_done) const {
     Bound out(sampler_);
     const std::string_view where = since();
-    if (batches_done || where == "restore" || where == "sample")
-      out.restore_state(sampler_.state(batches_done.value_or(progress_->batches_done)));
-    else out.set_epoch(sampler_.epoch());
+    if (batches_done || where == "restore" || where == "sample") {
+      out.sampler_.restore(sampler_.state(batches_done ? *batches_done : taken()));
+    } else {
+      out.set_epoch(sampler_.epoch());
+    }
     return out;
   }
   // Where at(None) stands, for pickling: ("epoch", n) between epochs, else ("state", text).
   [[nodiscard]] nb::tuple position() const {
     const std::string_view where = since();
-    if (where == "restore" || where == "sample") return nb::make_tuple("state", state(std::nullopt));
+    if (where == "restore" || where == "sample") return nb::make_tuple("state", sampler_.state(taken()).to_string());
     return nb::make_tuple("epoch", sampler_.epoch());
   }
   void move_to(const nb::tuple& position) {
@@ -132,14 +170,9 @@ class Bound {
   }
 
  private:
-  void restore_state(const cs::SamplerState& state) {
-    sampler_.restore(state);
-    progress_ =
-        std::make_shared<Progress>(Progress{.since = Progress::Since::restore, .batches_done = state.batches_done()});
-  }
-
+  static std::shared_ptr<Source> frozen(const Source& live) { return std::make_shared<Played>(live); }
   S sampler_;
-  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
+  std::shared_ptr<Source> live_;  // the epoch the last sample() returned (nullptr: none since set_epoch/restore)
 };
 
 // What each sampler type binds beyond the shared members: its constructor (keyword arguments,
@@ -206,14 +239,16 @@ void def_sampler(nb::module_& m, const char* name, const char* doc) {
            "Batches the next sample() yields: n_batches less a pending restore's batches_done.")
       .def("validate", &B::validate, nb::arg("n_obs"), "Raises ConfigError if an epoch cannot be served.")
       .def("set_epoch", &B::set_epoch, nb::arg("epoch"), "Pins the next sample() to `epoch`.")
-      .def("state", &B::state, nb::arg("batches_done").none(),
-           "The state text after `batches_done` batches of the current epoch (default: those yielded so far).")
+      .def("state_dict", &B::state_dict, nb::arg("batches_done").none() = nb::none(),
+           "{'state': text, 'epoch': ..., 'batches_done': ...} after `batches_done` batches of the current epoch "
+           "(default: those its consumer has taken: the requests yielded, the last one as far as its splits were "
+           "taken).")
       .def("restore", &B::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
       .def("next_state", &B::next_state,
-           "The state text where the next sample() begins: a pending restore's, else the next epoch's start.")
+           "The state dict where the next sample() begins: a pending restore's, else the next epoch's start.")
       .def("at", &B::at, nb::arg("batches_done").none() = nb::none(),
-           "A copy at this sampler's point: after `batches_done` batches if given, else where the last sample() "
-           "stands (a restore pending); between epochs, at the next one's start.")
+           "A copy at this sampler's point: after `batches_done` batches if given, else where its consumer stands "
+           "(a restore pending); between epochs, at the next one's start.")
       .def(
           "options", [](const B& b) { return Kind<S>::options(b.get()); },
           "The constructor's keyword arguments that make this sampler again (at epoch 0).")

@@ -34,15 +34,10 @@ nb::dict Requests::next() {
   std::int64_t* data = positions.release();
   nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
   nb::object all = nb::cast(nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(data, {count}, owner));
-  nb::list splits;
-  const auto batch = static_cast<std::int64_t>(request->splits.batch_size());
-  const auto total = static_cast<std::int64_t>(count);
-  for (std::int64_t begin = 0; begin < total; begin += batch)
-    splits.append(all[nb::slice(begin, begin + batch < total ? begin + batch : total)]);
-
   nb::dict result;
   result["requests"] = std::move(requests);
-  result["splits"] = std::move(splits);
+  result["splits"] =
+      make_splits(all, static_cast<std::int64_t>(count), request->splits.batch_size(), source().splits_taken);
   return result;
 }
 
@@ -79,8 +74,15 @@ void def_iterator(nb::module_& m, const char* name, const char* doc) {
       .def_prop_ro("n_batches", &Iterator::n_batches, "Batches the iterator yields in all.")
       .def_prop_ro("batches_before", &Iterator::batches_before,
                    "The epoch's batches before the first this iterator yields (a restored point's).")
-      .def("state", &Iterator::state, nb::arg("yielded"),
-           "The state text after `yielded` of this iterator's batches (0 <= yielded <= n_batches).");
+      .def(
+          "state", [](const Iterator& it, std::int64_t yielded) { return it.state(yielded).to_string(); },
+          nb::arg("yielded"), "The state text after `yielded` of this iterator's batches (0 <= yielded <= n_batches).")
+      .def(
+          "state_dict", [](const Iterator& it, std::int64_t yielded) { return state_dict_of(it.state(yielded)); },
+          nb::arg("yielded"),
+          "The state after `yielded` of this iterator's batches (0 <= yielded <= n_batches), whatever the sampler "
+          "has done since: {'state': text, 'epoch': ..., 'batches_done': ...}, batches_done counted from the "
+          "epoch's start.");
 }
 
 }  // namespace

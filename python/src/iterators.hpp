@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The iterators sample() and sample_arrays() return, Requests and RequestArrays, and what they
-// share with the sampler that made them (Progress) and with the epoch behind them (Source). The
+// The iterators sample() and sample_arrays() return, Requests and RequestArrays, and the epoch
+// behind them (Source), which they share with the sampler that made them. The
 // classes are here because every sampler's family makes them; how they yield is iterators.cpp.
 
 #pragma once
 
 #include "binding.hpp"
+#include "splits.hpp"
 
 #include <chunksampler/load_request.hpp>
+#include <chunksampler/sampler_state.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,17 +20,10 @@
 
 namespace chunksampler::python {
 
-// Where a sampler stands in its epoch, for `state()` without an argument: the batches yielded
-// so far by the last sample()'s iterator, counted from the epoch's start, of the `whole` epoch's.
-// The iterator and the sampler share it; a new sample(), set_epoch() or restore() starts a new one.
-struct Progress {
-  enum class Since { start, restore, sample };
-  Since since = Since::start;
-  std::int64_t batches_done = 0;
-  std::int64_t whole = 0;
-};
-
-// One epoch's requests behind one type, whatever plan the sampler makes.
+// One epoch's requests behind one type, whatever plan the sampler makes, and how far they have
+// got: the batches of the requests yielded (the epoch's own count, published under the GIL after
+// each request) and, for sample()'s dicts, how far the consumer has taken the last request's
+// splits. The iterator and the sampler that made it share it; a new sample() makes another.
 class Source {
  public:
   Source() = default;
@@ -41,23 +36,37 @@ class Source {
   [[nodiscard]] virtual std::int64_t n_batches() const noexcept = 0;
   // The epoch's batches before the first this source yields (a restored point's).
   [[nodiscard]] virtual std::int64_t batches_before() const noexcept = 0;
-  // The state text after `yielded` of the batches this source yields.
-  [[nodiscard]] virtual std::string state(std::int64_t yielded) const = 0;
+  // The state after `yielded` of the batches this source yields.
+  [[nodiscard]] virtual cs::SamplerState state(std::int64_t yielded) const = 0;
+  // Reads the epoch's count of the batches it has yielded; called with the GIL after advance().
+  virtual void publish() noexcept = 0;
+
+  // The batches of the requests yielded, as last published.
+  [[nodiscard]] std::int64_t yielded() const noexcept { return yielded_; }
+  // Batches of the last request's splits the consumer has not taken yet (sample()'s dicts; none
+  // for arrays, whose requests count whole).
+  [[nodiscard]] virtual std::int64_t untaken() const { return splits_taken ? splits_taken->untaken() : 0; }
+  // The batches the consumer has taken, counted from the epoch's start.
+  [[nodiscard]] std::int64_t taken() const { return batches_before() + yielded_ - untaken(); }
+
+  std::shared_ptr<Taken> splits_taken;  // sample()'s: the count of the splits taken
+
+ protected:
+  std::int64_t yielded_ = 0;
 };
 
-// What both Python iterators share: the epoch, whether another thread is inside it, where it
-// stands. Another thread may call next() while one runs without the GIL: that call is refused,
-// as a Python generator refuses it, instead of racing on the epoch's buffers.
+// What both Python iterators share: the epoch, whether another thread is inside it. Another
+// thread may call next() while one runs without the GIL: that call is refused, as a Python
+// generator refuses it, instead of racing on the epoch's buffers.
 class EpochIterator {
  public:
-  EpochIterator(std::shared_ptr<Source> source, std::shared_ptr<Progress> progress)
-      : source_(std::move(source)), progress_(std::move(progress)) {}
+  explicit EpochIterator(std::shared_ptr<Source> source) : source_(std::move(source)) {}
 
   [[nodiscard]] std::int64_t n_batches() const noexcept { return source_->n_batches(); }
   [[nodiscard]] std::int64_t batches_before() const noexcept { return source_->batches_before(); }
   // The state after `yielded` of this iterator's batches. Refused while another thread is inside
   // next(), which moves the epoch the state is read from.
-  [[nodiscard]] std::string state(std::int64_t yielded) const {
+  [[nodiscard]] cs::SamplerState state(std::int64_t yielded) const {
     if (busy_) throw nb::value_error("chunksampler: this sample() iterator is already executing");
     return source_->state(yielded);
   }
@@ -69,6 +78,8 @@ class EpochIterator {
   }
 
  protected:
+  [[nodiscard]] Source& source() const noexcept { return *source_; }
+
   // The next request, or nullptr (and StopIteration raised by the caller) at the end. `copy`
   // runs without the GIL too, on the request just produced.
   template <class F>
@@ -86,27 +97,25 @@ class EpochIterator {
       throw;
     }
     busy_ = false;
-    if (!request) {
-      done_ = true;
-      return nullptr;
-    }
-    progress_->batches_done += static_cast<std::int64_t>(request->splits.size());
+    source_->publish();
+    if (!request) done_ = true;
     return request;
   }
 
  private:
   std::shared_ptr<Source> source_;
-  std::shared_ptr<Progress> progress_;
   bool busy_ = false;
   bool done_ = false;
 };
 
 // annbatch's LoadRequest dicts. The epoch reuses its buffers from request to request, so each
 // request's positions are copied once (one memcpy) into an array Python owns, and the splits
-// are numpy views into it.
+// are numpy views into it, in a Splits list that counts the ones its consumer takes.
 class Requests : public EpochIterator {
  public:
-  using EpochIterator::EpochIterator;
+  explicit Requests(std::shared_ptr<Source> source) : EpochIterator(std::move(source)) {
+    this->source().splits_taken = std::make_shared<Taken>();
+  }
 
   nb::dict next();
 };
@@ -120,8 +129,12 @@ using Int64View = nb::ndarray<nb::numpy, const std::int64_t, nb::ndim<1>>;
 // iterator's cache of arrays makes no reference cycle.
 class RequestArrays : public EpochIterator {
  public:
-  RequestArrays(std::unique_ptr<Source> source, std::shared_ptr<Progress> progress)
-      : RequestArrays(std::shared_ptr<Source>(std::move(source)), std::move(progress)) {}
+  explicit RequestArrays(std::shared_ptr<Source> source)
+      : EpochIterator(source),
+        buffers_(std::make_shared<Buffers>(Buffers{.source = std::move(source), .offsets = {}})),
+        owner_(new std::shared_ptr<Buffers>(buffers_),
+               [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffers>*>(p); }),
+        request_arrays_(nb::module_::import_("chunksampler._types").attr("RequestArrays")) {}
 
   nb::tuple next();
 
@@ -130,13 +143,6 @@ class RequestArrays : public EpochIterator {
     std::shared_ptr<Source> source;     // the epoch's chunks and positions
     std::vector<std::int64_t> offsets;  // the current request's batch offsets
   };
-
-  RequestArrays(std::shared_ptr<Source> source, std::shared_ptr<Progress> progress)
-      : EpochIterator(source, std::move(progress)),
-        buffers_(std::make_shared<Buffers>(Buffers{.source = std::move(source), .offsets = {}})),
-        owner_(new std::shared_ptr<Buffers>(buffers_),
-               [](void* p) noexcept { delete static_cast<std::shared_ptr<Buffers>*>(p); }),
-        request_arrays_(nb::module_::import_("chunksampler._types").attr("RequestArrays")) {}
 
   // One array, made again only when the memory it views moves or changes length.
   class CachedView {

@@ -80,6 +80,7 @@ NB_MODULE(_chunksampler, m) {
              "every request's and the epoch's class counts within one chunk of the weights");
 
   namespace binding = chunksampler::python;
+  binding::def_splits(m);
   binding::def_iterators(m);
   binding::def_plain(m);
   binding::def_class(m);
