@@ -18,6 +18,7 @@ import importlib.metadata as _metadata
 
 from ._annbatch import register_with_annbatch as _register_with_annbatch
 from ._checkpoint import load_state, save_state, write_atomically
+from ._chunksampler import SamplerState
 from ._errors import (
     ConfigError,
     DistEnvironmentError,
@@ -25,6 +26,7 @@ from ._errors import (
     IntegrationError,
     NotADataLoaderError,
     ReadError,
+    ShortRunsError,
     StateError,
     StateFileError,
     StateFormatError,
@@ -65,7 +67,9 @@ __all__ = [
     "RandomSampler",
     "ReadError",
     "RequestArrays",
+    "SamplerState",
     "SequentialSampler",
+    "ShortRunsError",
     "SplitReport",
     "StateError",
     "StateFileError",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -12,7 +11,7 @@ import numpy as np
 from . import _chunksampler
 from ._base import _MaskedSampler, _shape
 from ._convert import class_codes, floats, index, mask_from, seed_from
-from ._errors import ConfigError
+from ._errors import ConfigError, ShortRunsError
 
 _COMPOSITIONS = {
     "independent": _chunksampler.Composition.independent,
@@ -191,14 +190,14 @@ def _class_weights(sampler: str, weights: object, labels: Sequence[Any] | None) 
     return values
 
 
-_SHORT_RUN = re.compile(r"class (\d+) \(\d+ short runs?, shortest \d+\)")
-
-
 def _with_labels(error: ConfigError, labels: Any) -> ConfigError:
-    """The C++ run-length error, which names class codes, with the Categorical's labels added."""
-    codes = [int(code) for code in _SHORT_RUN.findall(str(error))]
-    if labels is None or not codes or max(codes) >= len(labels):
+    """A ``ShortRunsError`` (which carries the class codes) with the Categorical's labels of the first
+    20 added to its message, as the message lists their codes; any other error as it is."""
+    if not isinstance(error, ShortRunsError) or labels is None:
+        return error
+    codes = error.codes[:20]
+    if not codes or max(codes) >= len(labels):
         return error
     # Python scalars, as a list of the categories holds them (an Index's item may be a numpy one).
     named = labels.take(codes).tolist() if hasattr(labels, "take") else [labels[code] for code in codes]
-    return ConfigError(f"{error} (by label: classes {named!r})")
+    return ShortRunsError(f"{error} (by label: classes {named!r})", error.codes)

@@ -17,6 +17,7 @@ __all__ = [
     "IntegrationError",
     "NotADataLoaderError",
     "ReadError",
+    "ShortRunsError",
     "StateError",
     "StateFileError",
     "StateFormatError",
@@ -43,6 +44,20 @@ class FragmentedSplitError(ConfigError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (str(self), self.report, self.columns)
+
+
+class ShortRunsError(ConfigError):
+    """A class sampler refused classes whose runs are shorter than ``chunk_size`` (a chunk lies inside
+    one run of its class; C++ ``chunksampler::ShortRunsError``). ``codes`` holds the code of every
+    such class, ascending (the message lists the first 20); a sampler made from a
+    ``pandas.Categorical`` adds their labels to the message."""
+
+    def __init__(self, message: str, codes: list[int] | tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.codes = list(codes)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.codes)
 
 
 class NotADataLoaderError(ConfigError, AttributeError):

@@ -299,16 +299,16 @@ class ChunkDatasetIterator(grain.DatasetIterator):
                 "state of another iterator"
             )
         text = state["state"]
-        fields = _chunksampler.state_fields(text)
+        fields = _chunksampler.SamplerState.parse(text)
         sampler = copy.deepcopy(self._dataset._sampler)
         sampler.load_state_dict({"state": text})  # StateMismatchError for another configuration or seed
-        taken_on = (fields["worker"], fields["num_workers"])
-        if taken_on != self._dataset._worker and fields["batches_done"] == 0:
+        taken_on = (fields.worker, fields.num_workers)
+        if taken_on != self._dataset._worker and fields.batches_done == 0:
             # Grain takes an mp_prefetch pipeline's first state in its main process, where the dataset is
             # not sliced: the start of an epoch, the same for every worker share. It still must be of
             # this run: the check runs the state on the worker share it was taken on.
             sampler.sample_arrays(self._dataset._n_obs, worker=taken_on)
-            sampler.set_epoch(fields["epoch"])
+            sampler.set_epoch(fields.epoch)
         self._play(sampler)
         if self._pass.total == 0:  # the state is at the end of its epoch
             if self._ended(self._epoch + 1):

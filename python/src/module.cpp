@@ -53,6 +53,8 @@ void translate(const std::exception_ptr& p, void*) {
     nb::object report = nb::module_::import_("chunksampler._types")
                             .attr("SplitReport")(r.runs, r.rows, r.short_runs, r.short_rows, r.short_share);
     raise_instance("FragmentedSplitError", e.what(), report, nb::cast(e.columns()));
+  } catch (const cs::ShortRunsError& e) {
+    raise_instance("ShortRunsError", e.what(), nb::cast(e.codes()));
   } catch (const cs::ConfigError& e) {
     raise_as("ConfigError", e.what());
   } catch (const cs::EnvironmentError& e) {

@@ -61,23 +61,6 @@ void def_state(nb::module_& m) {
       .def_prop_ro("world_size", &cs::SamplerState::world_size, "The ranks it was taken on.")
       .def_prop_ro("num_workers", &cs::SamplerState::num_workers, "The workers the epoch was dealt to.")
       .def_prop_ro("worker", &cs::SamplerState::worker, "The worker whose point it is.");
-  m.def(
-      "state_fields",
-      [](const std::string& text) {
-        const cs::SamplerState state = cs::SamplerState::parse(text);
-        nb::dict fields;
-        fields["fingerprint"] = state.fingerprint();
-        fields["order_generation"] = state.order_generation();
-        fields["seed"] = state.seed();
-        fields["epoch"] = state.epoch();
-        fields["n_obs"] = state.n_obs();
-        fields["batches_done"] = state.batches_done();
-        fields["world_size"] = state.world_size();
-        fields["num_workers"] = state.num_workers();
-        fields["worker"] = state.worker();
-        return fields;
-      },
-      nb::arg("text"), "The fields of a state text, read by cs::SamplerState::parse (StateFormatError if not one).");
   // Checkpoint files, the C++ library's format: a Python job's and a C++ job's read each other's.
   m.def(
       "save_state",

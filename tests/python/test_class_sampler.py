@@ -4,6 +4,8 @@ class of each draw following the weights (a chi-square test over many seeds)."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from conftest import epoch_batches, observations
@@ -189,3 +191,16 @@ def test_bad_classes_and_weights():
         sampler(class_weights=[0.0, 0.0, 0.0])
     with pytest.raises(TypeError, match="num_samples"):
         sampler(num_samples=None)
+
+
+def test_the_short_run_error_carries_every_class_code_as_data():
+    # 25 classes of short runs (2 rows each, chunk 3) between long runs of class 25: the message lists
+    # 20 of them, the error's codes hold all 25 (ascending), a copy and a pickle keep them.
+    codes = np.concatenate([np.repeat(np.arange(25), 2), np.full(30, 25)]).astype(np.int32)
+    with pytest.raises(cs.ShortRunsError) as info:
+        cs.ClassSampler(classes=codes, chunk_size=3, preload_nchunks=1, batch_size=1, num_samples=10)
+    assert info.value.codes == list(range(25))
+    assert "class 19 (1 short run, shortest 2) and 5 more" in str(info.value)
+    assert isinstance(info.value, cs.ConfigError)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is cs.ShortRunsError and again.codes == info.value.codes and str(again) == str(info.value)

@@ -5,6 +5,9 @@ workers. A state taken after ``k`` batches resumes at batch ``k + 1``, never lat
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 from conftest import observations
@@ -113,3 +116,31 @@ def test_torch_dataloader_with_workers_the_issues_reproduction(workers, k):
     else:  # the epoch's last batch: the state is the next epoch's start
         assert (state["epoch"], state["batches_done"]) == (1, 0)
     del iterator
+
+
+def test_the_splits_are_a_list_that_pickles_and_copies_as_a_plain_one():
+    live = sampler()
+    request = next(live.sample(N_OBS))
+    splits = request["splits"]
+    assert isinstance(splits, list) and type(splits) is not list
+    for again in (pickle.loads(pickle.dumps(splits)), copy.copy(splits)):
+        assert type(again) is list and len(again) == len(splits)
+        assert all(np.array_equal(a, b) for a, b in zip(again, splits))
+    # Slices are plain lists; a list of the same type made by hand counts nothing and works as a list.
+    assert type(splits[1:]) is list and len(splits[1:]) == len(splits) - 1
+    made = type(splits)([3, 4, 5])
+    assert list(made) == [3, 4, 5] and made[-1] == 5 and made[1:] == [4, 5]
+    assert live.state_dict()["batches_done"] == 3  # neither touched the request's count
+
+
+def test_a_state_dict_names_the_batches_taken_after_the_sampler_is_copied():
+    # A copy of the C++ sampler holds where the epoch stood when copied, not the epoch: the original's
+    # consumer going on moves the original alone.
+    live = sampler()
+    iterator = live.sample(N_OBS)
+    first = next(iterator)
+    first["splits"][0]
+    clone = copy.copy(live)
+    next(iterator)
+    assert clone.state_dict()["batches_done"] == 1
+    assert live.state_dict()["batches_done"] == 6

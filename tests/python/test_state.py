@@ -5,6 +5,7 @@ in both compositions), distributed in both modes, with workers; and an elastic r
 from __future__ import annotations
 
 import collections
+import pickle
 
 import numpy as np
 import pytest
@@ -242,3 +243,28 @@ def test_a_sample_iterator_knows_its_position_in_the_epoch(name):
     # The iterator's states stay those of its epoch after the sampler has moved on.
     resumed.set_epoch(7)
     assert rest.state(later) == sampler.state_dict(whole)["state"]
+
+
+def test_a_state_is_a_value_with_its_fields_text_and_pickle():
+    sampler = cs.DistributedSampler(
+        cs.RandomSampler(chunk_size=8, preload_nchunks=2, batch_size=4, rng=np.random.default_rng(5)),
+        dist_info=lambda: (1, 3),
+    )
+    sampler.set_epoch(4)
+    requests = sampler.sample(1000, worker=(1, 2))
+    next(requests)
+    text = sampler.state_dict(3)["state"]
+    state = cs.SamplerState.parse(text)
+    assert (state.epoch, state.batches_done, state.n_obs) == (4, 3, 1000)
+    assert (state.world_size, state.num_workers, state.worker, state.seed) == (3, 2, 1, sampler.seed)
+    assert state.text == str(state) == text
+    assert state == cs.SamplerState.parse(text) and state != cs.SamplerState.parse(sampler.state_dict(2)["state"])
+    assert hash(state) == hash(cs.SamplerState.parse(text))
+    assert pickle.loads(pickle.dumps(state)) == state
+    assert eval(repr(state), {"SamplerState": cs.SamplerState}) == state
+    # At an epoch's start no sample() has begun, no n_obs is tied to it.
+    assert cs.SamplerState.parse(cs.RandomSampler(chunk_size=8, preload_nchunks=2, batch_size=4).state_dict()["state"]).n_obs is None
+    with pytest.raises(cs.StateFormatError):
+        cs.SamplerState.parse(text.replace("epoch=", "epoch=x"))
+    with pytest.raises(TypeError):
+        cs.SamplerState.parse(7)
