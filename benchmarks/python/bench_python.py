@@ -24,6 +24,7 @@ position (``split.sum()`` per split; ``positions.sum()`` per request of the arra
     python bench_python.py --cxx-epoch build/bench-python/cxx_epoch      # the issue's table
     python bench_python.py --chunk 256 --preload 64 --cxx-bench build/bench-python/benchmarks/chunksampler_bench
     python bench_python.py --smoke                                         # N = 10^5, once: a test
+    python bench_python.py --annbatch --sizes 1e8 --chunk 256 --preload 64 --rounds 9   # beside annbatch's sample()
 
 Progress and the machine's state go to stderr, the tables to stdout; ``--json FILE`` keeps every
 repetition. Exit status 1 if a check fails (the paths disagree on the indices, or with C++).
@@ -153,6 +154,43 @@ def epoch(sampler: Any, n_obs: int, variant: str) -> tuple[float, int]:
         raise ValueError(variant)
     elapsed = time.perf_counter_ns() - start
     return float(elapsed), n
+
+
+def versus_annbatch(args: argparse.Namespace, sizes: list[int]) -> int:
+    """``sample()`` beside annbatch 0.3.1's (``--annbatch``): the same sampler settings, rank 0 of
+    ``--world`` (each package's ``DistributedSampler``, contiguous shards), the dict path's loop (every
+    split of every request, its ``len()`` taken), in one process. Each round runs one epoch of each,
+    in alternating order; a figure is the best of all rounds. Prints one Markdown table."""
+    import annbatch.samplers as ab
+    import numpy as np
+
+    import chunksampler as cs
+
+    def make(package: Any, seed: int) -> Any:
+        base = package.RandomSampler(args.chunk, args.preload, args.batch, rng=np.random.default_rng(seed))
+        return package.DistributedSampler(base, dist_info=lambda: (0, args.world))
+
+    rounds = 1 if args.smoke else args.rounds
+    print("| N | annbatch ns/index | chunksampler ns/index | speed-up |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n_obs in sizes:
+        best = {"annbatch": float("inf"), "chunksampler": float("inf")}
+        counts = {}
+        samplers = {"annbatch": make(ab, 0), "chunksampler": make(cs, 0)}
+        for r in range(rounds):
+            order = ["annbatch", "chunksampler"] if r % 2 == 0 else ["chunksampler", "annbatch"]
+            for name in order:
+                elapsed, n = epoch(samplers[name], n_obs, "dict")
+                best[name] = min(best[name], elapsed / n)
+                counts[name] = n
+            print(f"  round {r + 1}/{rounds} at N={size_name(n_obs)}: "
+                  f"{best['annbatch']:.2f} / {best['chunksampler']:.2f} ns", file=sys.stderr, flush=True)
+        if counts["annbatch"] != counts["chunksampler"]:
+            print(f"the packages yielded {counts} indices at N={n_obs}", file=sys.stderr)
+            return 1
+        ratio = best["annbatch"] / best["chunksampler"]
+        print(f"| {size_name(n_obs)} | {best['annbatch']:.2f} | {best['chunksampler']:.2f} | {ratio:.2f}x |")
+    return 0
 
 
 def child(args: argparse.Namespace) -> None:
@@ -377,6 +415,8 @@ def main() -> int:
     parser.add_argument("--cxx-bench", metavar="PATH", help="chunksampler_bench: the C++ figure at its configuration")
     parser.add_argument("--smoke", action="store_true", help="N = 10^5, one repetition: checks the script works")
     parser.add_argument("--json", metavar="FILE", help="write every repetition here")
+    parser.add_argument("--annbatch", action="store_true",
+                        help="sample() beside annbatch 0.3.1's in one process (needs annbatch, Python 3.12)")
     parser.add_argument("--child-mode", help=argparse.SUPPRESS)
     parser.add_argument("--child-n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--memory-path", choices=PATHS, default="dict", help=argparse.SUPPRESS)
@@ -389,6 +429,8 @@ def main() -> int:
         parser.error("give one of --cxx-epoch and --cxx-bench")
 
     sizes = [10**5] if args.smoke else [parse_size(s) for s in args.sizes.split(",")]
+    if args.annbatch:
+        return versus_annbatch(args, sizes)
     modes = args.modes.split(",")
 
     rounds = 1 if args.smoke else args.rounds

@@ -12,10 +12,10 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[2] / "benchmarks" / "python"
 
 
-def smoke(script: str, timeout: int) -> str:
+def smoke(script: str, timeout: int, *flags: str) -> str:
     """Runs ``script --smoke`` and returns its output, failing the test on a non-zero exit."""
     result = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), "--smoke"], capture_output=True, text=True, timeout=timeout
+        [sys.executable, str(SCRIPTS / script), "--smoke", *flags], capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
@@ -24,6 +24,12 @@ def smoke(script: str, timeout: int) -> str:
 def test_bench_python_smoke_agrees_and_exits_0():
     # --smoke exits 1 when sample(), sample_arrays() and the expected count of indices disagree.
     assert "ns/index" in smoke("bench_python.py", 120)
+
+
+def test_bench_python_beside_annbatch_smoke_agrees_and_exits_0():
+    # --annbatch exits 1 when the two packages' samplers yield different numbers of indices.
+    pytest.importorskip("annbatch")
+    assert "speed-up" in smoke("bench_python.py", 120, "--annbatch")
 
 
 def test_bench_grain_smoke_checks_and_exits_0():
