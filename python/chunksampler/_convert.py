@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import operator
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -148,6 +150,22 @@ def indices(name: str, values: object) -> list[int]:
 _CODE_TYPES = (np.int8, np.int16, np.int32, np.int64)
 
 
+def code_array(values: object, must: str, too_large: Callable[[Any], Exception]) -> np.ndarray:
+    """``values`` as a contiguous 1-D array of a type C++ reads in place (int8, int16, int32 or
+    int64), copied only where it is not one already; ``TypeError(must + ", got ...")`` for anything
+    else, ``too_large(code)`` for an unsigned code above int64's range."""
+    array = np.asarray(values)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
+        raise TypeError(f"{must}, got {array.ndim}-D {array.dtype}")
+    if array.dtype.type not in _CODE_TYPES:
+        # int(): numpy compares a uint64 with a Python int in float64, which calls 2^63 equal to
+        # 2^63 - 1, and the copy below would then wrap it to a negative code.
+        if array.size and int(array.max()) > _INT64.max:
+            raise too_large(array.max())
+        array = array.astype(np.int64)
+    return np.ascontiguousarray(array)
+
+
 def class_codes(classes: object) -> np.ndarray:
     """One class code per observation, from a ``pandas.Categorical`` (its ``codes``, as annbatch
     takes them) or a 1-D integer array; as a contiguous array of a type the C++ sampler reads
@@ -155,15 +173,8 @@ def class_codes(classes: object) -> np.ndarray:
     codes = getattr(classes, "codes", classes) if hasattr(classes, "categories") else classes
     if isinstance(codes, (str, bytes)) or not hasattr(codes, "__len__"):
         raise TypeError(f"classes must be a pandas.Categorical or a 1-D integer array, got {type(classes).__name__}")
-    array = np.asarray(codes)
-    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
-        raise TypeError(
-            f"classes must be a pandas.Categorical or a 1-D integer array of class codes, got {array.ndim}-D {array.dtype}"
-        )
-    if array.dtype.type not in _CODE_TYPES:
-        # int(): numpy compares a uint64 with a Python int in float64, which calls 2^63 equal to
-        # 2^63 - 1, and the copy below would then wrap it to a negative code.
-        if array.size and int(array.max()) > _INT64.max:
-            raise ConfigError(f"classes: code {array.max()} must be < 2^31")
-        array = array.astype(np.int64)
-    return np.ascontiguousarray(array)
+    return code_array(
+        codes,
+        "classes must be a pandas.Categorical or a 1-D integer array of class codes",
+        lambda code: ConfigError(f"classes: code {code} must be < 2^31"),
+    )

@@ -14,13 +14,11 @@ from typing import Any
 import numpy as np
 
 from . import _chunksampler
-from ._convert import index, mask_from, real
+from ._convert import code_array, index, mask_from, real
 from ._types import SplitReport
 
 __all__ = ["SplitReport", "check_disjoint", "split_mask"]
 
-_CODE_TYPES = (np.int8, np.int16, np.int32, np.int64)
-_INT64 = np.iinfo(np.int64)
 
 
 def split_mask(
@@ -116,17 +114,11 @@ def _column(obs: Any, name: str) -> tuple[str, np.ndarray, list[str]]:
 def _codes(name: str, values: object) -> np.ndarray:
     """A column's codes as a contiguous array of a type C++ reads in place, copied only when they
     are not one already (another integer type, or strided)."""
-    array = np.asarray(values)
-    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
-        raise TypeError(
-            f"obs[{name!r}] must be categorical or a 1-D array of integer codes, got {array.ndim}-D {array.dtype}"
-        )
-    if array.dtype.type not in _CODE_TYPES:
-        # int(): numpy compares a uint64 with a Python int in float64 (see _convert.class_codes).
-        if array.size and int(array.max()) > _INT64.max:
-            raise TypeError(f"obs[{name!r}]: code {array.max()} does not fit an int64")
-        array = array.astype(np.int64)
-    return np.ascontiguousarray(array)
+    return code_array(
+        values,
+        f"obs[{name!r}] must be categorical or a 1-D array of integer codes",
+        lambda code: TypeError(f"obs[{name!r}]: code {code} does not fit an int64"),
+    )
 
 
 def _keys(select: object, named: list[bool]) -> tuple[list[list[int | str]], bool]:
