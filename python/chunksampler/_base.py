@@ -40,6 +40,13 @@ def _state_seed(text: str) -> int | None:
         return None
 
 
+def _state_text(state_dict: object) -> str:
+    """The state text of a sampler state dict; TypeError for anything else."""
+    if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), str):
+        raise TypeError(f"state_dict must be a dict from state_dict() with a 'state' string, got {state_dict!r}")
+    return state_dict["state"]
+
+
 class _Sampler:
     """What every sampler offers: annbatch's ``sample``/``n_batches``/``validate`` and properties,
     PyTorch's ``set_epoch``/``state_dict``/``load_state_dict``, workers, copies and pickling."""
@@ -167,21 +174,23 @@ class _Sampler:
 
         A sampler made without ``rng`` (whose seed nobody chose) adopts the state's seed, so that a
         run resumes from its checkpoint; a seed given with ``rng`` is checked like every setting."""
-        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), str):
-            raise TypeError(f"state_dict must be a dict from state_dict() with a 'state' string, got {state_dict!r}")
-        self._restore(state_dict["state"])
+        self._restore(_state_text(state_dict))
 
-    def _restore(self, text: str) -> None:
-        """Restores the state text, adopting its seed where the user chose none; on an error the
-        sampler is left as it was."""
+    def _resume(self, state_dict: SamplerStateDict) -> None:
+        """As ``load_state_dict``, the way a loader resumes (the C++ driver's ``resume``): a state at its
+        epoch's end makes the next ``sample()`` play the next epoch from its start, not the finished
+        epoch's empty rest."""
+        self._restore(_state_text(state_dict), resume=True)
+
+    def _restore(self, text: str, *, resume: bool = False) -> None:
+        """Restores (or resumes) the state text, adopting its seed where the user chose none; on an
+        error the sampler is left as it was."""
         seed = _state_seed(text)
-        if self._seed_chosen or seed is None or seed == self.seed:
-            self._impl.restore(text)
-            return
         before = self._impl
-        self._adopt_seed(seed)
+        if not (self._seed_chosen or seed is None or seed == self.seed):
+            self._adopt_seed(seed)
         try:
-            self._impl.restore(text)
+            (self._impl.resume if resume else self._impl.restore)(text)
         except BaseException:
             self._impl = before
             raise

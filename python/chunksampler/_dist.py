@@ -25,6 +25,15 @@ def torch_job() -> tuple[int, int] | None:
     return None
 
 
+def jax_job() -> tuple[int, int] | None:
+    """``(jax.process_index(), jax.process_count())`` of an initialized ``jax.distributed`` job, else
+    None (JAX not imported, or not initialized: nothing in JAX is started to ask)."""
+    jax = sys.modules.get("jax")
+    if jax is None or not jax.distributed.is_initialized():
+        return None
+    return jax.process_index(), jax.process_count()
+
+
 def _torch() -> tuple[int, int]:
     job = torch_job()
     if job is None:
@@ -131,7 +140,7 @@ def _jax() -> tuple[int, int]:
     - jax missing: ``ModuleNotFoundError`` (an ImportError) naming the package.
     """
     try:
-        import jax  # only when asked for: jax is optional
+        import jax  # noqa: F401  (only when asked for: jax is optional; jax_job reads it from sys.modules)
     except ImportError as error:
         raise ModuleNotFoundError(
             f"dist_info='jax' needs the jax package, and importing it failed ({error}); install it "
@@ -140,7 +149,8 @@ def _jax() -> tuple[int, int]:
         ) from error
 
     launcher = _launcher()
-    if not jax.distributed.is_initialized():
+    job = jax_job()
+    if job is None:
         said = (
             f"; the launcher's variables ({_LAUNCHER_VARIABLES}) say this is rank {launcher[0]} of {launcher[1]}"
             if launcher is not None and launcher[1] > 1
@@ -153,7 +163,7 @@ def _jax() -> tuple[int, int]:
             "jax.distributed.initialize() in every process, before any other JAX call, then create the "
             "DistributedSampler (one process alone: use the sampler itself, or dist_info=lambda: (0, 1))"
         )
-    rank, world_size = jax.process_index(), jax.process_count()
+    rank, world_size = job
     if launcher is not None and launcher[1] > world_size:
         raise DistEnvironmentError(
             f"dist_info='jax': jax.distributed joined {world_size} process(es) (this is process {rank}), "

@@ -3,12 +3,9 @@ ones to come), so that each keeps only what its framework asks for:
 
 - the samplers they take, and the check of a sampler argument;
 - where the job's ranks come from, and the check that every rank holds the same sampler;
-- ``request_rows``, the observation of each of a request's positions;
-- ``Iteration``, the count of the batches one pass over a ``sample_arrays()`` iterator has handed
-  out: the iterator knows where its epoch stands (``batches_before``, ``n_batches``, its state
-  after ``k`` of its batches), so an adapter counts only the batches it hands out;
-- the envelope a data module's state is saved in: one shape with a format tag, written and read
-  here, which also reads the shapes chunksampler 0.3 wrote.
+- ``request_rows``, the observation of each of a request's positions.
+
+Where a loader stands, and the state it saves, is ``chunksampler._cursor``'s.
 
 Nothing here imports a framework: torch is imported only by the helpers that ask
 ``torch.distributed``, which only integrations over torch call.
@@ -17,14 +14,12 @@ Nothing here imports a framework: torch is imported only by the helpers that ask
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
-from . import _chunksampler
 from ._dist import torch_job
-from ._errors import ConfigError, StateFormatError
+from ._errors import ConfigError
 from ._ranks import by_rank, check_ranks
 from ._samplers import (
     ClassSampler,
@@ -34,7 +29,7 @@ from ._samplers import (
     SequentialSampler,
     WeightedClassSampler,
 )
-from ._types import RequestArrays, SamplerStateDict
+from ._types import RequestArrays
 
 # The samplers the integrations take: any base, or a DistributedSampler of one.
 BaseSampler = RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler
@@ -110,7 +105,7 @@ def agree_every_rank(owner: str, problem: str | None) -> None:
         raise ConfigError(f"{owner}: {found}")
 
 
-# --- the batches one pass hands out --------------------------------------------------------------
+# --- the rows of a request ----------------------------------------------------------------------
 
 
 def request_rows(request: RequestArrays) -> np.ndarray:
@@ -121,101 +116,3 @@ def request_rows(request: RequestArrays) -> np.ndarray:
     lengths = stops - starts
     begins = np.cumsum(lengths) - lengths
     return (np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()), dtype=np.int64))[positions]
-
-
-
-class Iteration:
-    """One pass over a ``sample_arrays()`` iterator: the epoch's ``first`` batches were behind it
-    when it began (a restored point), it yields ``total`` batches and its adapter has yielded
-    ``yielded`` of them; ``ticket`` numbers the adapter's ``__iter__`` call that made it, and
-    ``ended`` says the adapter's iterator has raised StopIteration. The iterator itself names the
-    state after any of its batches, whatever the sampler has done since (``state_dict``), so the
-    pass is read, never laid out again."""
-
-    __slots__ = ("_requests", "ended", "first", "ticket", "total", "yielded")
-
-    def __init__(self, requests: Iterator[RequestArrays], ticket: int) -> None:
-        self._requests = requests
-        self.first: int = requests.batches_before  # type: ignore[attr-defined]
-        self.total: int = requests.n_batches  # type: ignore[attr-defined]
-        self.ticket = ticket
-        self.yielded = 0
-        self.ended = False
-
-    @property
-    def n_batches(self) -> int:
-        """The epoch's batches counted from its start (``first + total``): what ``len()`` says."""
-        return self.first + self.total
-
-    def state_dict(self, done: int) -> SamplerStateDict:
-        """The state after ``done`` of this pass's batches (``0 <= done <= total``); its
-        ``batches_done`` counts from the epoch's start."""
-        return self._requests.state_dict(done)  # type: ignore[attr-defined]
-
-
-# --- the envelope of a data module's state -------------------------------------------------------
-
-_FAMILY, _VERSION = "chunksampler.loaders", 1
-FORMAT = f"{_FAMILY}/{_VERSION}"
-# What chunksampler 0.3 wrote, read still: scvi's envelope (the same fields as FORMAT's) and, without
-# a "format", ChunkDataModule's {"train": state}.
-_OLD_FORMATS = ("chunksampler.scvi/1",)
-
-
-class StateShapeError(StateFormatError, TypeError):
-    """A data module's state that is not an envelope of ``write_state`` (or of chunksampler 0.3): a
-    ``StateFormatError``, and a ``TypeError`` as ``ChunkDataModule`` raised for it in 0.3."""
-
-
-def write_state(train: SamplerStateDict | None) -> dict[str, Any]:
-    """The envelope of a data module's state: ``{"format": FORMAT, "train": state, "world_size": n}``,
-    ``state`` the training loader's (a sampler state dict), ``n`` the ranks it was taken on (as its
-    text records: for a reader); ``{}`` where there is no training state yet."""
-    if train is None:
-        return {}
-    world_size = _chunksampler.SamplerState.parse(train["state"]).world_size
-    return {"format": FORMAT, "train": train, "world_size": world_size}
-
-
-def read_state(owner: str, state_dict: object) -> SamplerStateDict | None:
-    """The training state an envelope holds (from ``write_state``, or chunksampler 0.3's
-    ``{"format": "chunksampler.scvi/1", "train": ...}`` or unversioned ``{"train": ...}``), or None
-    for one that holds none (``{}``). Raises ``StateFormatError`` naming a format it does not know
-    (a newer chunksampler's, or none of chunksampler's), ``StateShapeError`` for anything else that
-    is not such an envelope, and the sampler state's own ``StateFormatError`` for its text."""
-    if not isinstance(state_dict, dict):
-        _malformed(owner, state_dict)
-    if "format" in state_dict:
-        tag = state_dict["format"]
-        if tag != FORMAT and tag not in _OLD_FORMATS:
-            _unknown(owner, tag)
-        if "train" not in state_dict:
-            _malformed(owner, state_dict)
-    elif set(state_dict) - {"train"}:
-        _malformed(owner, state_dict)
-    train = state_dict.get("train")
-    if train is None and "format" not in state_dict:
-        return None
-    if not isinstance(train, dict) or not isinstance(train.get("state"), str):
-        _malformed(owner, state_dict)
-    _chunksampler.SamplerState.parse(train["state"])  # the text's own StateFormatError, now
-    return train
-
-
-def _malformed(owner: str, state_dict: object) -> NoReturn:
-    raise StateShapeError(
-        f"{owner}.load_state_dict: expected {{'train': state}} under 'format': {FORMAT!r}, as {owner}.state_dict() "
-        f"writes it (state a sampler's state dict), got {state_dict!r:.200}"
-    )
-
-
-def _unknown(owner: str, tag: object) -> NoReturn:
-    family, _, version = str(tag).partition("/")
-    if family == _FAMILY and version.isdigit() and int(version) > _VERSION:
-        why = "a newer chunksampler wrote it: upgrade chunksampler to resume from it"
-    else:
-        why = "it is not a format chunksampler writes"
-    raise StateFormatError(
-        f"{owner}.load_state_dict: the state's format {tag!r} is unknown ({why}); this chunksampler reads "
-        f"{FORMAT!r} and chunksampler 0.3's {_OLD_FORMATS[0]!r} and unversioned {{'train': state}}"
-    )

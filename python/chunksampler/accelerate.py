@@ -202,12 +202,12 @@ class AcceleratedLoader(DataLoaderStateMixin):
     def __iter__(self) -> Iterator[Any]:
         """Hands out the batches of the sampler's next epoch (the rest of a restored one), on ``device``."""
         loader = self._loader
+        cursor = loader._cursor
         self.begin()
         try:
             for batch in loader:
-                current = loader._pass
                 # The accelerator syncs accumulated gradients at the epoch's last batch.
-                self.end_of_dataloader = current is not None and loader._handed == current.total
+                self.end_of_dataloader = cursor.current is not None and cursor.handed == cursor.current.total
                 if self.device is not None:
                     batch = send_to_device(batch, self.device, non_blocking=self._non_blocking)
                 yield batch

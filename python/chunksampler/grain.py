@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import copy
 import pickle
-import sys
-from collections.abc import Mapping
 from typing import Any
 
 import grain
@@ -54,7 +52,10 @@ import numpy as np
 from . import _chunksampler
 from ._convert import index
 from ._errors import ConfigError, ReadError, StateFormatError
-from ._integration import AnySampler, Iteration, check_sampler
+from ._cursor import Cursor, StateShapeError, read_state, write_state
+from ._cursor import shard as shard_sampler
+from ._dist import jax_job
+from ._integration import AnySampler, check_sampler
 from ._ranks import check_ranks
 from .reader import ReadAhead, Reader
 from ._samplers import DistributedSampler
@@ -62,20 +63,9 @@ from ._samplers import DistributedSampler
 __all__ = ["ChunkDataset", "ChunkDatasetIterator"]
 
 _OWNER = "chunksampler.grain.ChunkDataset"
-# The tag of the iterator's state, so that a state of another iterator is named as such.
-FORMAT = "chunksampler.grain/1"
 
 
 # --- the processes of a jax.distributed job ------------------------------------------------------
-
-
-def _jax_job() -> tuple[int, int] | None:
-    """``(jax.process_index(), jax.process_count())`` of an initialized ``jax.distributed`` job, else None
-    (JAX not imported, or not initialized: nothing in JAX is started to ask)."""
-    jax = sys.modules.get("jax")
-    if jax is None or not jax.distributed.is_initialized():
-        return None
-    return jax.process_index(), jax.process_count()
 
 
 def _jax_gather(out: list[Any], obj: Any) -> None:
@@ -111,13 +101,13 @@ def _shard(sampler: AnySampler, shard_options: Any, n_obs: int) -> AnySampler:
                 "leave the rest unread. Pass a plain sampler with shard_options, or the DistributedSampler alone"
             )
         if shard[1] > 1:
-            sampler = DistributedSampler(sampler, dist_info=lambda: shard)
+            sampler = shard_sampler("train", sampler, lambda: shard)
             sharded = True
-    job = _jax_job()
+    job = jax_job()
     if job is None:
         return sampler
     if not sharded and job[1] > 1:
-        sampler = DistributedSampler(sampler, dist_info="jax")
+        sampler = shard_sampler("train", sampler, "jax")
     check_ranks(_OWNER, sampler, n_obs, job=job, equal_batches=True, gather=_jax_gather, kind="jax")
     return sampler
 
@@ -217,28 +207,31 @@ class ChunkDatasetIterator(grain.DatasetIterator):
     def __init__(self, dataset: ChunkDataset) -> None:
         super().__init__()
         self._dataset = dataset
-        self._sampler = copy.deepcopy(dataset._sampler)
+        # Where the iterator stands, on its own copy of the sampler. A state at an epoch's end restores
+        # that end (rolls_over=False): whether an epoch follows is num_epochs' to say (_play).
+        self._cursor = Cursor(
+            _OWNER, copy.deepcopy(dataset._sampler), dataset._n_obs, dataset._worker, rolls_over=False
+        )
         self._group: list[Any] = []
         self._taken = 0  # batches of self._group handed out
-        self._reads: ReadAhead | None = None  # the reads of self._requests, made at the first batch
-        self._begin(dataset._first_epoch)
+        self._reads: ReadAhead | None = None  # the reads of the pass's requests, made at the first batch
+        self._cursor.set_epoch(dataset._first_epoch)
+        self._play()
 
-    def _begin(self, epoch: int) -> None:
-        """Starts ``epoch`` from its first batch."""
-        self._sampler.set_epoch(epoch)
-        self._play(self._sampler)
-
-    def _play(self, sampler: AnySampler) -> None:
-        """Plays ``sampler`` from where it stands (an epoch's start, or a restored point); raises
-        StateMismatchError, changing nothing, where a restored state is not of this worker share,
-        process count or dataset size."""
-        epoch = sampler.epoch  # sample_arrays() moves the sampler on to the next epoch
-        requests = sampler.sample_arrays(self._dataset._n_obs, worker=self._dataset._worker)
+    def _play(self) -> None:
+        """Begins the cursor's next pass (an epoch's start, or a restored point); where a restored
+        point is its epoch's end, the next epoch from its start, or the end of the iteration where
+        ``num_epochs`` are played."""
         self._close_reads()
-        self._sampler, self._epoch = sampler, epoch
-        self._requests = requests
-        self._pass = Iteration(requests, 0)
+        self._epoch = self._cursor.sampler.epoch  # begin() moves the sampler on to the next epoch
+        current = self._cursor.begin()
         self._group, self._taken = [], 0
+        if current.total == 0 and current.first > 0:  # a restored point at its epoch's end
+            if self._ended(self._epoch + 1):
+                self._epoch += 1
+            else:
+                self._cursor.set_epoch(self._epoch + 1)
+                self._play()
 
     def _close_reads(self) -> None:
         reads, self._reads = getattr(self, "_reads", None), None
@@ -250,11 +243,12 @@ class ChunkDatasetIterator(grain.DatasetIterator):
         return end is not None and epoch >= self._dataset._first_epoch + end
 
     def __next__(self) -> Any:
+        cursor = self._cursor
         while self._taken == len(self._group):
             if self._ended(self._epoch):
                 raise StopIteration
             if self._reads is None:  # the next request is read while this one's batches are used
-                self._reads = ReadAhead(self._dataset._reader, self._requests)
+                self._reads = ReadAhead(self._dataset._reader, cursor.current.requests)  # type: ignore[union-attr]
             try:
                 item = next(self._reads, None)
             except ReadError:
@@ -266,55 +260,60 @@ class ChunkDatasetIterator(grain.DatasetIterator):
                     self._epoch += 1
                     self._close_reads()
                     raise StopIteration
-                self._begin(self._epoch + 1)
+                cursor.set_epoch(self._epoch + 1)
+                self._play()
                 continue
             self._group = self._dataset._reader.batches(*item)
             self._taken = 0
         batch = self._group[self._taken]
         self._group[self._taken] = None  # handed out: the iterator keeps no reference to it
         self._taken += 1
-        self._pass.yielded += 1
+        cursor.handed += 1
         return batch
 
     def get_state(self) -> dict[str, Any]:
-        """``{"format": "chunksampler.grain/1", "state": text, "epoch": e, "batches_done": k}``: the
-        sampler's state after the batches handed out (``k`` of epoch ``e``, counted over this
-        iterator's worker share), which ``set_state`` continues from."""
-        state = self._pass.state_dict(self._pass.total if self._ended(self._epoch) else self._pass.yielded)
-        return {"format": FORMAT, **state}
+        """``{"format": "chunksampler.loaders/1", "train": state, "world_size": n, "epoch": e,
+        "batches_done": k}``, the envelope every chunksampler loader writes: ``state`` the sampler's
+        after the batches handed out (``k`` of epoch ``e``, counted over this iterator's worker
+        share, repeated beside it), which ``set_state`` continues from."""
+        cursor = self._cursor
+        current = cursor.current
+        assert current is not None  # _play began a pass
+        done = current.total if self._ended(self._epoch) else cursor.handed
+        return write_state(current.state_dict(done), summary=True)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continues exactly after the state's batches (from ``get_state()`` of an iterator of the same
-        data, sampler settings and seed, worker count and processes): the in-flight read group is read
-        again, the batches before the state's are not handed out again. Raises StateFormatError for
-        anything else than such a state, StateMismatchError for a state of another run."""
-        if not isinstance(state, Mapping) or not isinstance(state.get("state"), str):
+        data, sampler settings and seed, worker count and processes; chunksampler 0.4's
+        ``chunksampler.grain/1`` states too): the in-flight read group is read again, the batches
+        before the state's are not handed out again. Raises StateFormatError for anything else than
+        such a state, StateMismatchError for a state of another run; either leaves the iterator as
+        it was."""
+        try:
+            train = read_state(_OWNER, state)
+        except StateShapeError:
             raise StateFormatError(
-                f"{_OWNER}: set_state expects the dict get_state() returned ({{'format': {FORMAT!r}, 'state': ...}}), "
-                f"got {state!r:.200}"
-            )
-        if state.get("format") != FORMAT:
-            raise StateFormatError(
-                f"{_OWNER}: the state's format {state.get('format')!r} is not {FORMAT!r}, this iterator's; it is the "
-                "state of another iterator"
-            )
-        text = state["state"]
-        fields = _chunksampler.SamplerState.parse(text)
-        sampler = copy.deepcopy(self._dataset._sampler)
-        sampler.load_state_dict({"state": text})  # StateMismatchError for another configuration or seed
+                f"{_OWNER}: set_state expects the dict get_state() returned (the envelope "
+                f"{{'format': 'chunksampler.loaders/1', 'train': ...}}), got {state!r:.200}"
+            ) from None
+        except StateFormatError as error:
+            raise StateFormatError(f"{_OWNER}: set_state: {error}; it is the state of another iterator") from None
+        if train is None:
+            raise StateFormatError(f"{_OWNER}: set_state: the state holds no sampler state, got {state!r:.200}")
+        fields = _chunksampler.SamplerState.parse(train["state"])
         taken_on = (fields.worker, fields.num_workers)
+        cursor = self._cursor
         if taken_on != self._dataset._worker and fields.batches_done == 0:
             # Grain takes an mp_prefetch pipeline's first state in its main process, where the dataset is
             # not sliced: the start of an epoch, the same for every worker share. It still must be of
-            # this run: the check runs the state on the worker share it was taken on.
-            sampler.sample_arrays(self._dataset._n_obs, worker=taken_on)
-            sampler.set_epoch(fields.epoch)
-        self._play(sampler)
-        if self._pass.total == 0:  # the state is at the end of its epoch
-            if self._ended(self._epoch + 1):
-                self._epoch += 1
-            else:
-                self._begin(self._epoch + 1)
+            # this run: it is checked on the worker share it was taken on.
+            Cursor(_OWNER, cursor.sampler, cursor.n_obs, taken_on).check(train, f"{_OWNER}: set_state")
+            cursor.set_epoch(fields.epoch)
+        else:
+            cursor.restore(train)
+        self._play()
 
     def __str__(self) -> str:
-        return f"ChunkDatasetIterator(epoch={self._epoch}, batches_done={self._pass.first + self._pass.yielded})"
+        current = self._cursor.current
+        done = 0 if current is None else current.first + self._cursor.handed
+        return f"ChunkDatasetIterator(epoch={self._epoch}, batches_done={done})"

@@ -40,11 +40,12 @@ from typing import Any, Union
 import lightning.pytorch as pl
 import torch.utils.data
 
+from ._cursor import read_state, shard, write_state
 from ._errors import ConfigError
-from ._integration import BASES, SAMPLERS, AnySampler, check_sampler, job_ranks, read_state, write_state
-from ._samplers import DistributedSampler
+from ._integration import BASES, SAMPLERS, AnySampler, check_sampler, job_ranks
 from ._types import SamplerStateDict
-from .torch import _SAMPLER_OWNS, ChunkDataLoader
+from ._chunk_loader import _SAMPLER_OWNS
+from .torch import ChunkDataLoader
 
 # ChunkDataLoader (chunksampler.torch's) is importable from here too, as before it moved.
 __all__ = ["ChunkDataModule"]
@@ -138,13 +139,8 @@ class ChunkDataModule(pl.LightningDataModule):
         if callable(sampler) and not isinstance(sampler, SAMPLERS):
             sampler = check_sampler(f"ChunkDataModule: {split}_sampler(): sampler", sampler())
         if isinstance(sampler, BASES):
-            rank, world_size = self._where()
-            if split == "train":
-                sampler = DistributedSampler(sampler, dist_info=lambda: (rank, world_size))
-            else:
-                sampler = DistributedSampler(
-                    sampler, dist_info=lambda: (rank, world_size), mode="global", enforce_equal_batches=False
-                )
+            where = self._where()
+            sampler = shard("train" if split == "train" else "eval", sampler, lambda: where)
         return ChunkDataLoader(dataset, sampler, equal_batches=split == "train", **self._loader_kwargs)
 
     def _loader(self, split: str) -> ChunkDataLoader:

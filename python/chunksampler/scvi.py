@@ -19,7 +19,8 @@ import scvi.dataloaders
 from . import _internals
 from ._dist import DistInfo
 from ._errors import ConfigError, StateFormatError, StateMismatchError
-from ._integration import check_every_rank, check_sampler, job_ranks, read_state, write_state
+from ._cursor import Cursor, read_state, shard, write_state
+from ._integration import check_every_rank, check_sampler, job_ranks
 from ._samplers import ClassSampler, DistributedSampler, RandomSampler, SequentialSampler, WeightedClassSampler
 from ._split import check_disjoint
 from ._types import SamplerStateDict
@@ -310,7 +311,7 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
     def train_dataloader(self) -> _Epochs:
         """This rank's shard of the training sampler, as an iterable of annbatch batches (Lightning
         converts each with ``on_before_batch_transfer``)."""
-        sharded = DistributedSampler(self._train, dist_info=self._ranks(), mode=self.mode, remainder=self.remainder)
+        sharded = shard("train", self._train, self._ranks(), mode=self.mode, remainder=self.remainder)
         sharded.validate(self.dataset.n_obs)
         # Refuses, on every rank, ranks whose samplers differ in a setting, a seed (a seed drawn from
         # fresh entropy differs on each), a rank or world size, or a batch count.
@@ -327,12 +328,10 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
         validation, as scvi-tools')."""
         if self._validation is None:
             return []
-        def shard(dist_info: Any) -> DistributedSampler:
-            return DistributedSampler(self._validation, dist_info=dist_info, mode="global", enforce_equal_batches=False)
-
-        sharded = shard(self._ranks())
+        validation = self._validation
+        sharded = shard("eval", validation, self._ranks())
         n_obs, world_size = self.dataset.n_obs, sharded.world_size
-        counts = [shard(lambda r=r: (r, world_size)).n_batches(n_obs) for r in range(world_size)]
+        counts = [shard("eval", validation, lambda r=r: (r, world_size)).n_batches(n_obs) for r in range(world_size)]
         if min(counts) == 0:
             raise ConfigError(
                 f"AnnbatchDataModule: the validation rows ({_rows(self._validation.mask, n_obs)}) make "
@@ -426,7 +425,9 @@ class AnnbatchDataModule(scvi.dataloaders.AnnbatchDataModule):
             )
         if self._sharded is not None:
             # Checked on a copy: the live sampler may be serving an epoch.
-            self._sharded._copy().load_state_dict(train)
+            Cursor("AnnbatchDataModule", self._sharded, self.dataset.n_obs).check(
+                train, "AnnbatchDataModule.load_state_dict: the state is not one of the training sampler"
+            )
         self._pending = train
 
     # --- what it serves --------------------------------------------------------------------------

@@ -30,9 +30,9 @@ import transformers
 
 from . import _internals
 from ._dist import accelerate_hint
-from ._errors import ConfigError, StateError
+from ._cursor import read_state, shard, write_state
+from ._errors import ConfigError
 from ._integration import BASES, AnySampler, agree_every_rank, check_sampler
-from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
 from .reader import Reader, is_source
 from .torch import ChunkDataLoader
@@ -109,10 +109,7 @@ class ChunkTrainerMixin:
         problem = None
         if isinstance(sampler, BASES):
             where = (args.process_index, args.world_size)
-            if split == "train":
-                sampler = DistributedSampler(sampler, dist_info=lambda: where)
-            else:
-                sampler = DistributedSampler(sampler, dist_info=lambda: where, mode="global")
+            sampler = shard("train" if split == "train" else "eval_gathered", sampler, lambda: where)
         elif (sampler.rank, sampler.world_size) != (args.process_index, args.world_size):
             problem = (
                 f"{split}_sampler's dist_info gave rank {sampler.rank} of world_size {sampler.world_size}, "
@@ -172,20 +169,14 @@ class ChunkTrainerMixin:
             path = os.path.join(resume_from_checkpoint, STATE_FILE)
             if os.path.isfile(path):
                 with open(path) as file:
-                    self._chunk_resume = (path, json.load(file))
+                    train = read_state(type(self).__name__, json.load(file))
+                if train is not None:
+                    self._chunk_resume = (path, train)
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _check_resume(self, loader: ChunkDataLoader) -> None:
         path, state = self._chunk_resume
-        probe = loader.sampler._copy()
-        try:
-            probe.load_state_dict(state)
-            probe.n_batches(loader.n_obs, worker=(0, 1))  # the dataset size and world size too
-        except StateError as error:
-            raise type(error)(
-                f"{type(self).__name__}: {path} holds the state of another training sampler (another "
-                f"configuration, seed, dataset size or process count?): {error}"
-            ) from None
+        loader._cursor.check(state, f"{type(self).__name__}: {path} holds the state of another training sampler")
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         super()._save_checkpoint(model, trial)
@@ -194,7 +185,7 @@ class ChunkTrainerMixin:
         folder = os.path.join(_internals.trainer_output_dir(self, trial), f"checkpoint-{self.state.global_step}")
         if os.path.isdir(folder):
             with open(os.path.join(folder, STATE_FILE), "w") as file:
-                json.dump(self._chunk_train.sampler.state_dict(), file)
+                json.dump(write_state(self._chunk_train.state_dict()), file)
 
 
 class ChunkTrainer(ChunkTrainerMixin, transformers.Trainer):

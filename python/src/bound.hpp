@@ -124,10 +124,11 @@ class Bound {
     sampler_.restore(cs::SamplerState::parse(text));
     live_.reset();
   }
-  // The batches of the requests the last sample() has yielded, counted from the epoch's start.
-  [[nodiscard]] std::int64_t batches_yielded() const {
-    if (sampler_.phase() != cs::EpochPhase::played || !live_) return taken();
-    return live_->batches_before() + live_->yielded();
+  // As restore(), the way a loader resumes (the driver's resume): a state at its epoch's end
+  // moves to the next epoch's start.
+  void resume(const std::string& text) {
+    sampler_.resume(cs::SamplerState::parse(text));
+    live_.reset();
   }
   // Where the next sample() begins: a pending restore's point, else the start of the next epoch.
   [[nodiscard]] nb::dict next_state() const { return state_dict_of(sampler_.next_state()); }
@@ -244,6 +245,8 @@ void def_sampler(nb::module_& m, const char* name, const char* doc) {
            "(default: those its consumer has taken: the requests yielded, the last one as far as its splits were "
            "taken).")
       .def("restore", &B::restore, nb::arg("text"), "Makes the next sample() continue after the state.")
+      .def("resume", &B::resume, nb::arg("text"),
+           "As restore(); a state at its epoch's end makes the next sample() play the next epoch from its start.")
       .def("next_state", &B::next_state,
            "The state dict where the next sample() begins: a pending restore's, else the next epoch's start.")
       .def("at", &B::at, nb::arg("batches_done").none() = nb::none(),
@@ -270,8 +273,6 @@ void def_sampler(nb::module_& m, const char* name, const char* doc) {
       .def_prop_ro("since", &B::since,
                    "'start', 'restore', 'sample' or 'end' (the last sample() yielded all): what last moved the epoch.")
       .def_prop_ro("epoch", &B::epoch, "The epoch the next sample() plays.")
-      .def_prop_ro("batches_yielded", &B::batches_yielded,
-                   "The batches of the requests the last sample() has yielded, from the epoch's start.")
       .def_prop_ro("batch_size", [](const B& b) { return plain_of(b.get()).batch_size(); })
       .def_prop_ro("chunk_size", [](const B& b) { return plain_of(b.get()).chunk_size(); })
       .def_prop_ro("preload_nchunks", [](const B& b) { return plain_of(b.get()).preload_nchunks(); })
