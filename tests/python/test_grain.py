@@ -203,6 +203,22 @@ def test_grains_checkpoint_handler_saves_and_restores_it(tmp_path):
     assert [rows(batch) for batch in restored] == whole[37:]
 
 
+def test_the_state_is_the_loaders_envelope_and_a_state_chunksampler_0_4_wrote_still_resumes():
+    dataset = ChunkDataset(table(300), cs.RandomSampler(10, 2, 10, rng=rng(6)), num_epochs=2)
+    whole = [rows(batch) for batch in dataset]
+    it = iter(dataset)
+    for _ in range(33):
+        next(it)
+    state = it.get_state()
+    assert state["format"] == "chunksampler.loaders/1" and state["world_size"] == 1
+    assert (state["train"]["epoch"], state["train"]["batches_done"]) == (state["epoch"], state["batches_done"])
+    old = {"format": "chunksampler.grain/1", **state["train"]}  # what get_state() returned in 0.4
+    for saved in (state, old):
+        resumed = iter(dataset)
+        resumed.set_state(json.loads(json.dumps(saved)))
+        assert [rows(batch) for batch in resumed] == whole[33:]
+
+
 def test_a_state_of_another_run_is_refused():
     dataset = ChunkDataset(table(200), cs.RandomSampler(10, 2, 10, rng=rng(1)), num_epochs=2)
     it = iter(dataset)
