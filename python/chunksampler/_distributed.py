@@ -119,7 +119,6 @@ class DistributedSampler(_Sampler):
         wrapped = self._wrapped
         wrapped._adopt_seed(seed)
         self._impl = self._remade(sampler=wrapped._impl)
-        self._progress = None
 
     @property
     def _wrapped(self) -> RandomSampler | SequentialSampler | ClassSampler | WeightedClassSampler | MixtureSampler:

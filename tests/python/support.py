@@ -135,6 +135,12 @@ class Config:
         return [f"{key}={value}" for key, value in args.items()]
 
 
+def batch_sizes(chunk_size: int, preload_nchunks: int) -> list[int]:
+    """The batch sizes a sampler of this shape takes: the divisors of a request's rows."""
+    rows = chunk_size * preload_nchunks
+    return [d for d in range(1, rows + 1) if rows % d == 0]
+
+
 def _mask(draw, n_obs: int):
     """None, one range, or 2 to 4 sorted ranges, some adjacent (merged by C++), the last sometimes
     open-ended."""
@@ -173,7 +179,7 @@ def configs(draw, kinds=KINDS, distributed=True, workers=True, many_ranges=False
     # A weighted sampler's requests mix their chunks' classes: more chunks a request give the mix room.
     preload_nchunks = draw(st.integers(1, 6 if kind == "weighted" else 3))
     per_request = chunk_size * preload_nchunks
-    batch_size = draw(st.sampled_from([d for d in range(1, per_request + 1) if per_request % d == 0]))
+    batch_size = draw(st.sampled_from(batch_sizes(chunk_size, preload_nchunks)))
     fields: dict[str, Any] = {
         "kind": kind, "chunk_size": chunk_size, "preload_nchunks": preload_nchunks, "batch_size": batch_size,
         "seed": draw(st.integers(0, 2**32)), "drop_last": draw(st.booleans()), "epoch": draw(st.integers(0, 3)),

@@ -10,6 +10,7 @@ import copy
 import numpy as np
 import pytest
 from conftest import rng
+from support import batch_sizes
 
 import chunksampler as cs
 from chunksampler import _cursor
@@ -30,7 +31,7 @@ def config(seed: int):
     """A random sampler, dataset size and world size (global or contiguous mode), from ``seed``."""
     draw = np.random.default_rng(seed)
     chunk, preload = int(draw.integers(1, 9)), int(draw.integers(1, 5))
-    batch = int(draw.choice([d for d in range(1, chunk * preload + 1) if chunk * preload % d == 0]))
+    batch = int(draw.choice(batch_sizes(chunk, preload)))
     n_obs = int(draw.integers(chunk * preload, 400))
     drop_last = bool(draw.integers(2))
     world_size = int(draw.integers(1, 4))

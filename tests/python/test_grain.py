@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from conftest import JOB_TIMEOUT, assert_tree_clean, epoch_batches, free_port, rng, shown_output
 from launch import child_env, run_in_session, run_together
+from support import batch_sizes
 
 import chunksampler as cs
 
@@ -79,8 +80,7 @@ def configurations(count: int, seed: int):
     while made < count:
         chunk = int(r.integers(1, 9))
         preload = int(r.integers(1, 4))
-        divisors = [d for d in range(1, chunk * preload + 1) if chunk * preload % d == 0]
-        batch = int(r.choice(divisors))
+        batch = int(r.choice(batch_sizes(chunk, preload)))
         n_obs = int(r.integers(1, 120))
         kind = int(r.integers(0, 4))
         seed_rng = rng(int(r.integers(1 << 30)))

@@ -7,6 +7,7 @@ import numpy as np
 from conftest import epoch_batches
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import batch_sizes
 
 import chunksampler as cs
 
@@ -17,8 +18,7 @@ fast = settings(max_examples=60, deadline=None)
 def configs(draw):
     chunk_size = draw(st.integers(1, 16))
     preload_nchunks = draw(st.integers(1, 4))
-    divisors = [d for d in range(1, chunk_size * preload_nchunks + 1) if chunk_size * preload_nchunks % d == 0]
-    batch_size = draw(st.sampled_from(divisors))
+    batch_size = draw(st.sampled_from(batch_sizes(chunk_size, preload_nchunks)))
     n_obs = draw(st.integers(1, 600))
     start = draw(st.integers(0, n_obs - 1))
     stop = draw(st.one_of(st.none(), st.integers(start + 1, n_obs)))

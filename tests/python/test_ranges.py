@@ -14,7 +14,7 @@ import pytest
 from conftest import epoch_batches
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from support import many_ranges_of
+from support import batch_sizes, many_ranges_of
 
 import chunksampler as cs
 
@@ -26,8 +26,7 @@ def masked(draw):
     """A sampler shape, n_obs, and a mask of 2 to 4 ranges (the last open-ended sometimes)."""
     chunk_size = draw(st.integers(1, 16))
     preload_nchunks = draw(st.integers(1, 4))
-    per_request = chunk_size * preload_nchunks
-    batch_size = draw(st.sampled_from([d for d in range(1, per_request + 1) if per_request % d == 0]))
+    batch_size = draw(st.sampled_from(batch_sizes(chunk_size, preload_nchunks)))
     n_obs = draw(st.integers(2, 600))
     ranges = many_ranges_of(draw, n_obs)
     shape = {"chunk_size": chunk_size, "preload_nchunks": preload_nchunks, "batch_size": batch_size}

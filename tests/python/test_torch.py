@@ -17,6 +17,7 @@ import pytest
 from conftest import JOB_TIMEOUT, epoch_batches, free_port, rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import batch_sizes
 
 import chunksampler as cs
 
@@ -77,8 +78,7 @@ def test_yields_the_samplers_batches_as_lists_of_global_indices(make):
 def configs(draw):
     chunk_size = draw(st.integers(1, 12))
     preload_nchunks = draw(st.integers(1, 4))
-    buffer = chunk_size * preload_nchunks
-    batch_size = draw(st.sampled_from([d for d in range(1, buffer + 1) if buffer % d == 0]))
+    batch_size = draw(st.sampled_from(batch_sizes(chunk_size, preload_nchunks)))
     n_obs = draw(st.integers(1, 300))
     world_size = draw(st.integers(1, 3))
     mode = draw(st.sampled_from(["contiguous", "global"]))

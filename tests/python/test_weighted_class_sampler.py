@@ -19,7 +19,7 @@ import pytest
 from conftest import epoch_batches, observations
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from support import as_lists
+from support import as_lists, batch_sizes
 
 import chunksampler as cs
 
@@ -216,8 +216,7 @@ def stratified_configs(draw):
     n_classes = draw(st.integers(1, 4))
     chunk_size = draw(st.integers(1, 6))
     preload_nchunks = draw(st.integers(1, 12))
-    buffer = chunk_size * preload_nchunks
-    batch_size = draw(st.sampled_from([d for d in range(1, buffer + 1) if buffer % d == 0]))
+    batch_size = draw(st.sampled_from(batch_sizes(chunk_size, preload_nchunks)))
     runs = draw(st.lists(st.tuples(st.integers(0, n_classes - 1), st.integers(1, 4)), min_size=0, max_size=8))
     runs = [(c, 1) for c in range(n_classes)] + runs
     codes = np.array([c for c, length in runs for _ in range(length * chunk_size)], dtype=np.int8)
