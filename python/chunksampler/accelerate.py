@@ -49,8 +49,9 @@ from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
 from . import _internals
+from ._cursor import read_state, write_state
 from ._dist import accelerate_hint
-from ._errors import NotADataLoaderError
+from ._errors import NotADataLoaderError, StateFormatError
 from ._integration import AnySampler, agree_every_rank
 from ._samplers import DistributedSampler
 from ._types import SamplerStateDict
@@ -219,15 +220,22 @@ class AcceleratedLoader(DataLoaderStateMixin):
         restored epoch's own number keeps the restore (``ChunkDataLoader.set_epoch``)."""
         self._loader.set_epoch(epoch)
 
-    def state_dict(self) -> SamplerStateDict:
-        """The point after the batches handed out (``ChunkDataLoader.state_dict``); the same on
-        every process, whose batch counts are equal."""
-        return self._loader.state_dict()
+    def state_dict(self) -> dict[str, Any]:
+        """The point after the batches handed out (``ChunkDataLoader.state_dict``) in the envelope
+        every chunksampler loader saves (``{"format": "chunksampler.loaders/1", "train": state,
+        "world_size": n}``); the same on every process, whose batch counts are equal."""
+        return write_state(self._loader.state_dict())
 
-    def load_state_dict(self, state_dict: SamplerStateDict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any] | SamplerStateDict) -> None:
         """Makes the next iteration hand out exactly the batches after ``state_dict``
-        (``ChunkDataLoader.load_state_dict``)."""
-        self._loader.load_state_dict(state_dict)
+        (``ChunkDataLoader.load_state_dict``): an envelope of ``state_dict()``, or the bare state
+        chunksampler 0.4 saved."""
+        train = read_state("AcceleratedLoader", state_dict)
+        if train is None:
+            raise StateFormatError(
+                f"AcceleratedLoader.load_state_dict: the state holds no loader state, got {state_dict!r:.200}"
+            )
+        self._loader.load_state_dict(train)
 
     def __repr__(self) -> str:
         return f"AcceleratedLoader({self._loader!r}, device={self.device})"

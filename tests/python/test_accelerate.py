@@ -193,6 +193,22 @@ def test_prepare_loader_registers_for_checkpointing_and_places_on_the_accelerato
     assert sorted(int(i) for batch in prepared for i in batch[0]) == list(range(job.N_OBS))
 
 
+def test_the_saved_state_is_the_loaders_envelope_and_a_bare_state_of_0_4_still_resumes():
+    prepared = AcceleratedLoader(loader(), device=None)
+    whole = [batch[0].tolist() for batch in AcceleratedLoader(loader(), device=None)]
+    batches = iter(prepared)
+    for _ in range(5):
+        next(batches)
+    state = prepared.state_dict()
+    assert state == {"format": "chunksampler.loaders/1", "train": prepared.loader.state_dict(), "world_size": 1}
+    for saved in (state, state["train"]):  # the envelope, and the bare state chunksampler 0.4 saved
+        resumed = AcceleratedLoader(loader(), device=None)
+        resumed.load_state_dict(saved)
+        assert [batch[0].tolist() for batch in resumed] == whole[5:]
+    with pytest.raises(cs.StateFormatError, match="format 'chunksampler.loaders/2' is unknown"):
+        AcceleratedLoader(loader(), device=None).load_state_dict({**state, "format": "chunksampler.loaders/2"})
+
+
 def test_the_plain_dataloader_is_refused_in_one_process_too(accelerator):
     plain = torch.utils.data.DataLoader(job.dataset(), batch_sampler=BatchSampler(job.base(), job.N_OBS))
     with pytest.raises(cs.ConfigError, match="prepare_loader"):
