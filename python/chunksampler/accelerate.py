@@ -222,9 +222,10 @@ class AcceleratedLoader(DataLoaderStateMixin):
 
     def state_dict(self) -> dict[str, Any]:
         """The point after the batches handed out (``ChunkDataLoader.state_dict``) in the envelope
-        every chunksampler loader saves (``{"format": "chunksampler.loaders/1", "train": state,
-        "world_size": n}``); the same on every process, whose batch counts are equal."""
-        return write_state(self._loader.state_dict())
+        every chunksampler loader saves, with its epoch and batch count beside it (``{"format":
+        "chunksampler.loaders/1", "train": state, "world_size": n, "epoch": e, "batches_done": k}``);
+        the same on every process, whose batch counts are equal."""
+        return write_state(self._loader.state_dict(), summary=True)
 
     def load_state_dict(self, state_dict: dict[str, Any] | SamplerStateDict) -> None:
         """Makes the next iteration hand out exactly the batches after ``state_dict``

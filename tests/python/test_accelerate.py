@@ -200,7 +200,8 @@ def test_the_saved_state_is_the_loaders_envelope_and_a_bare_state_of_0_4_still_r
     for _ in range(5):
         next(batches)
     state = prepared.state_dict()
-    assert state == {"format": "chunksampler.loaders/1", "train": prepared.loader.state_dict(), "world_size": 1}
+    train = prepared.loader.state_dict()
+    assert state == {"format": "chunksampler.loaders/1", "train": train, "world_size": 1, "epoch": 0, "batches_done": 5}
     for saved in (state, state["train"]):  # the envelope, and the bare state chunksampler 0.4 saved
         resumed = AcceleratedLoader(loader(), device=None)
         resumed.load_state_dict(saved)
