@@ -2,12 +2,14 @@
 #pragma once
 
 // The ClassSampler tests' model of the specification, computed from the class codes directly
-// (valid chunk starts by class, the renormalized class probabilities), random configurations, and
-// the check of one epoch against the model, shared by test_class_*.cpp.
+// (valid chunk starts by class, the renormalized class probabilities), random configurations, the
+// check of one epoch against the model, and the checks of DistributedSampler over a class sampler,
+// shared by test_class_*.cpp and test_weighted_class_*.cpp.
 
 #include <chunksampler/class_sampler.hpp>
 #include <chunksampler/distributed_sampler.hpp>
 
+#include "harness.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>
@@ -171,15 +173,22 @@ inline void draw_chunk_runs(ConfigRng& g, ClassConfig& c, std::int32_t most_clas
   }
 }
 
+// A configuration without a mask: chunks up to 8, preloads up to 5, 1 to `max_runs` runs of
+// codes (draw_codes), and num_samples up to `requests` requests and 7 more.
+inline ClassConfig coded_config(ConfigRng& g, std::int64_t max_runs, std::int64_t requests) {
+  support::Config shape;
+  ClassConfig c = shaped_config(g, shape, 8, 5);
+  draw_codes(g, c, g.between(1, max_runs), 3 * shape.chunk + 4);
+  c.options.drop_last = g.coin();
+  c.options.seed = g.next();
+  c.options.num_samples = g.between(1, requests * shape.chunk * shape.preload + 7);
+  return c;
+}
+
 // A configuration every draw of which the sampler can serve: half the time with a mask that
 // still holds a valid start.
 inline ClassConfig random_config(ConfigRng& g) {
-  support::Config shape;
-  ClassConfig c = shaped_config(g, shape, 8, 5);
-  draw_codes(g, c, g.between(1, 14), 3 * shape.chunk + 4);
-  c.options.drop_last = g.coin();
-  c.options.seed = g.next();
-  c.options.num_samples = g.between(1, 5 * shape.chunk * shape.preload + 7);
+  ClassConfig c = coded_config(g, 14, 5);
   if (g.coin()) {
     for (int attempt = 0; attempt < 20; ++attempt) {
       const cs::Slice mask = g.sub_range(c.n_obs());
@@ -265,6 +274,80 @@ inline ClassConfig distributed_config(ConfigRng& g, std::int64_t world) {
   c.options.num_samples = g.between(world * shape.batch, 4 * world * shape.chunk * shape.preload);
   if (c.options.num_samples == c.n_obs()) c.options.num_samples = *c.options.num_samples + 1;
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DistributedSampler over the class samplers (ClassSampler, and WeightedClassSampler with the
+// model of weighted_support.hpp).
+
+// Calls `check(trial, c, world)` for `trials` draws of 1 to `max_world` ranks, each followed by a
+// configuration `c` for them from `draw(g, world)` (a ClassConfig, or a Weighted one).
+template <class Draw, class Check>
+void for_each_world(ConfigRng& g, int trials, std::int64_t max_world, const Draw& draw, const Check& check) {
+  for (int trial = 0; trial < trials; ++trial) {
+    const std::int64_t world = g.between(1, max_world);
+    const auto c = draw(g, world);
+    INFO(c.describe() << " | world " << world);
+    check(trial, c, world);
+  }
+}
+
+// For `trials` configurations of 1 to 4 ranks drawn by `draw(g, world)`, one rank drawn, in global
+// mode on even trials and contiguous mode on odd ones: each of its 1 to 3 workers resumes exactly
+// at any batch of epoch trial % 4, then `split(make, n_obs)` checks its workers' split (`make()`
+// returns the rank fresh).
+template <class Draw, class Split>
+void check_rank_resume(ConfigRng& g, int trials, const Draw& draw, Tally& tally, const Split& split) {
+  for_each_world(g, trials, 4, draw, [&](int trial, const auto& c, std::int64_t world) {
+    const cs::ShardMode mode = trial % 2 == 0 ? cs::ShardMode::global : cs::ShardMode::contiguous;
+    const std::int64_t r = g.between(0, world - 1);
+    INFO("rank " << r << (trial % 2 == 0 ? " global" : " contiguous"));
+    const auto make = [&] {
+      return cs::DistributedSampler(c.sampler(), cs::DistInfo{.rank = r, .world_size = world}, {.mode = mode});
+    };
+    const std::int64_t workers = trial % 3 + 1;
+    for (std::int64_t id = 0; id < workers; ++id)
+      check_resume(make, c.n_obs(), static_cast<std::uint64_t>(trial % 4), {.id = id, .num_workers = workers}, g,
+                   tally);
+    split(make, c.n_obs());
+  });
+}
+
+// A global-mode job: `world` ranks over `mask` (closed) of `n_obs` rows, batches of `batch`,
+// `num_samples` positions an epoch, at epoch `epoch`.
+struct GlobalJob {
+  cs::Ranges mask;
+  std::int64_t n_obs = 0;
+  std::int64_t world = 1;
+  std::int64_t batch = 1;
+  std::int64_t num_samples = 0;
+  std::uint64_t epoch = 0;
+};
+
+// Global mode, where the ranks deal one plan: the job's plan is `base` restricted to the whole
+// mask, on the stream all ranks share, with num_samples cut to whole rounds of a batch per rank;
+// it is checked against `model` (check_epoch: this header's for a ClassConfig, weighted_support.hpp's
+// for a Weighted one), and each rank `rank_of(r)` returns, set to the job's epoch, reads the whole
+// mask and plays block r of the plan's batches.
+template <class Sampler, class Model, class RankOf>
+void check_deal(const Sampler& base, const Model& model, const GlobalJob& job, const RankOf& rank_of) {
+  const std::int64_t round = job.world * job.batch;
+  const std::int64_t kept = job.num_samples / round * round;
+  Sampler shared = base.with_shard({.mask = job.mask, .stream = ~std::uint64_t{0}, .budget = kept});
+  shared.set_epoch(job.epoch);
+  const std::vector<OwnedRequest> whole = support::epoch(shared, job.n_obs);
+  check_epoch(model, job.mask, kept, whole);
+  const Batches all = support::observations(whole);
+  const std::int64_t each = kept / job.batch / job.world;
+  for (std::int64_t r = 0; r < job.world; ++r) {
+    INFO("rank " << r);
+    auto rank = rank_of(r);
+    rank.set_epoch(job.epoch);
+    CHECK(rank.shard(job.n_obs) == job.mask);
+    REQUIRE(rank.n_batches(job.n_obs) == each);
+    CHECK(support::observations(support::epoch(rank, job.n_obs)) ==
+          Batches(all.begin() + r * each, all.begin() + (r + 1) * each));
+  }
 }
 
 }  // namespace support::classes

@@ -2,8 +2,8 @@
 #pragma once
 
 // The MixtureSampler tests' model of the specification: random mixture configurations, the exact
-// largest-remainder quotas, a dataset's part under a shard, and the analysis of what an epoch
-// read, dataset by dataset, shared by test_mixture_*.cpp.
+// largest-remainder quotas, a dataset's part under a shard, the analysis of what an epoch read,
+// dataset by dataset, and the update_weights examples' mixture, shared by test_mixture_*.cpp.
 
 #include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/mixture_sampler.hpp>
@@ -81,6 +81,21 @@ struct MixConfig {
                        sizes, chunk, preload, batch, drop_last,
                        num_samples ? std::to_string(*num_samples) : std::string("none"), weights, temperature, seed,
                        n_obs());
+  }
+};
+
+// The update_weights examples: datasets of 100, 60 and 40 rows at equal weights, then the weights
+// `other`, under which dataset 1 (rows [100, 160)) is never read.
+struct WeightUpdate {
+  std::vector<std::int64_t> sizes{100, 60, 40};
+  cs::MixtureOptions options;
+  std::vector<double> other{1, 0, 8};
+  cs::MixtureOptions other_options;  ///< `options` with the weights `other`
+
+  explicit WeightUpdate(std::uint64_t seed)
+      : options{.chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = seed, .weights = {1, 1, 1}},
+        other_options(options) {
+    other_options.weights = other;
   }
 };
 

@@ -406,6 +406,18 @@ inline void draw_shape(ConfigRng& g, Config& c, std::int64_t max_chunk, std::int
   c.batch = g.divisor_of(c.chunk * c.preload);
 }
 
+/// A small configuration: `draw_shape`'s shape, then `n_obs` in `[1, max_obs]`, a mask (a
+/// sub-range) half the time and `drop_last` half the time; the caller draws the rest.
+[[nodiscard]] inline Config small_config(ConfigRng& g, std::int64_t max_chunk, std::int64_t max_preload,
+                                         std::int64_t max_obs) {
+  Config c;
+  draw_shape(g, c, max_chunk, max_preload);
+  c.n_obs = g.between(1, max_obs);
+  if (g.coin()) c.mask = g.sub_range(c.n_obs);
+  c.drop_last = g.coin();
+  return c;
+}
+
 /// A uniform remainder policy.
 [[nodiscard]] inline cs::Remainder draw_remainder(ConfigRng& g) {
   constexpr cs::Remainder remainders[] = {cs::Remainder::drop, cs::Remainder::pad, cs::Remainder::rotate};

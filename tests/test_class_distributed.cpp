@@ -92,10 +92,7 @@ TEST_CASE("ClassSampler: workers split the epoch", "[class][workers]") {
 TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its share from its slice",
           "[class][distributed]") {
   ConfigRng g(7070);
-  for (int trial = 0; trial < 120; ++trial) {
-    const std::int64_t world = g.between(1, 5);
-    const ClassConfig c = distributed_config(g, world);
-    INFO(c.describe() << " world " << world);
+  for_each_world(g, 120, 5, distributed_config, [](int, const ClassConfig& c, std::int64_t world) {
     const std::int64_t batch = c.options.batch_size;
     const std::int64_t per_rank = c.n_obs() / world / batch * batch;
     const std::int64_t budget = *c.options.num_samples / world / batch * batch;
@@ -114,35 +111,23 @@ TEST_CASE("DistributedSampler<ClassSampler>, contiguous: each rank draws its sha
           c.sampler().with_shard({.mask = shard, .stream = static_cast<std::uint64_t>(r), .budget = budget});
       CHECK(support::epoch(own, c.n_obs()) == epochs.back());
     }
-  }
+  });
 }
 
 TEST_CASE("DistributedSampler<ClassSampler>, global: the ranks deal one plan of num_samples draws",
           "[class][distributed]") {
   ConfigRng g(7171);
-  for (int trial = 0; trial < 120; ++trial) {
-    const std::int64_t world = g.between(1, 5);
-    const ClassConfig c = distributed_config(g, world);
-    INFO(c.describe() << " world " << world);
-    const std::int64_t batch = c.options.batch_size;
-    const std::int64_t kept = *c.options.num_samples / (world * batch) * (world * batch);
-    const std::uint64_t epoch = static_cast<std::uint64_t>(g.between(0, 3));
-    // The job's plan: the whole range, kept positions, on the stream all ranks share.
-    cs::ClassSampler job =
-        at_epoch(c.sampler().with_shard({.mask = {0, c.n_obs()}, .stream = ~std::uint64_t{0}, .budget = kept}), epoch);
-    const std::vector<OwnedRequest> whole = support::epoch(job, c.n_obs());
-    check_epoch(c, {0, c.n_obs()}, kept, whole);
-    const Batches all = support::observations(whole);
-    const std::int64_t each = kept / batch / world;
-    for (std::int64_t r = 0; r < world; ++r) {
-      INFO("rank " << r);
-      Dist rank(c.sampler(), cs::DistInfo{.rank = r, .world_size = world}, {.mode = cs::ShardMode::global});
-      rank.set_epoch(epoch);
-      REQUIRE(rank.n_batches(c.n_obs()) == each);
-      const Batches mine = support::observations(support::epoch(rank, c.n_obs()));
-      CHECK(mine == Batches(all.begin() + r * each, all.begin() + (r + 1) * each));
-    }
-  }
+  for_each_world(g, 120, 5, distributed_config, [&g](int, const ClassConfig& c, std::int64_t world) {
+    const GlobalJob job{.mask = cs::Ranges(0, c.n_obs()),
+                        .n_obs = c.n_obs(),
+                        .world = world,
+                        .batch = c.options.batch_size,
+                        .num_samples = *c.options.num_samples,
+                        .epoch = static_cast<std::uint64_t>(g.between(0, 3))};
+    check_deal(c.sampler(), c, job, [&](std::int64_t r) {
+      return Dist(c.sampler(), cs::DistInfo{.rank = r, .world_size = world}, {.mode = cs::ShardMode::global});
+    });
+  });
 }
 
 TEST_CASE("DistributedSampler<ClassSampler>, global: a class only in the range's tail is drawn too",
@@ -175,19 +160,9 @@ TEST_CASE("DistributedSampler<ClassSampler>, global: a class only in the range's
 TEST_CASE("DistributedSampler<ClassSampler> resumes and splits among workers in both modes", "[class][distributed]") {
   ConfigRng g(7272);
   Tally tally;
-  for (int trial = 0; trial < 40; ++trial) {
-    const std::int64_t world = g.between(1, 4);
-    const ClassConfig c = distributed_config(g, world);
-    const cs::ShardMode mode = trial % 2 == 0 ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    const std::int64_t r = g.between(0, world - 1);
-    INFO(c.describe() << " world " << world << " rank " << r << (trial % 2 == 0 ? " global" : " contiguous"));
-    const auto make = [&] { return Dist(c.sampler(), cs::DistInfo{.rank = r, .world_size = world}, {.mode = mode}); };
-    const std::int64_t workers = trial % 3 + 1;
-    for (std::int64_t id = 0; id < workers; ++id)
-      check_resume(make, c.n_obs(), static_cast<std::uint64_t>(trial % 4), {.id = id, .num_workers = workers}, g,
-                   tally);
-    for (std::int64_t k = 2; k <= 4; ++k) check_workers(make, c.n_obs(), k);
-  }
+  check_rank_resume(g, 40, distributed_config, tally, [](const auto& make, std::int64_t n_obs) {
+    for (std::int64_t k = 2; k <= 4; ++k) check_workers(make, n_obs, k);
+  });
   CHECK(tally.points > 300);
   CHECK(tally.mid_request > 50);
 }

@@ -34,7 +34,6 @@ namespace {
 namespace cs = chunksampler;
 using namespace support::classes;
 using Catch::Matchers::Contains;
-using support::Batches;
 using support::chi_square_z;
 using support::ConfigRng;
 using support::DrawnRanges;
@@ -225,13 +224,8 @@ TEST_CASE("ClassSampler over random range sets: chunks inside one range and one 
   int at_zero = 0;
   int at_end = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    support::Config shape;
-    ClassConfig c = shaped_config(g, shape, 8, 5);
-    draw_codes(g, c, g.between(1, 80), 3 * shape.chunk + 4);
-    c.options.drop_last = g.coin();
-    c.options.seed = g.next();
-    c.options.num_samples = g.between(1, 4 * shape.chunk * shape.preload + 7);
-    const DrawnRanges drawn = random_mask(g, c.n_obs(), trial % 3 == 0 ? 200 : 20, 6 * shape.chunk);
+    ClassConfig c = coded_config(g, 80, 4);
+    const DrawnRanges drawn = random_mask(g, c.n_obs(), trial % 3 == 0 ? 200 : 20, 6 * c.options.chunk_size);
     c.options.mask = drawn.ranges();
     const cs::Ranges closed = drawn.closed();
     INFO(c.describe());
@@ -325,22 +319,11 @@ TEST_CASE("DistributedSampler<ClassSampler> over random range sets, both modes, 
         ++served_contiguous;
       }
     } else {
-      // One plan of `kept` draws over the whole mask, dealt among the ranks in blocks.
-      const std::int64_t kept = *c.options.num_samples / (world * batch) * (world * batch);
-      cs::ClassSampler job = base.with_shard({.mask = closed, .stream = ~std::uint64_t{0}, .budget = kept});
-      const std::vector<OwnedRequest> whole = support::epoch(job, c.n_obs());
-      check_epoch(c, closed, kept, whole);
-      const Batches all = support::observations(whole);
-      const std::int64_t each = kept / batch / world;
-      for (std::int64_t r = 0; r < world; ++r) {
-        INFO("rank " << r);
-        Dist rank = rank_of(r);
-        CHECK(rank.shard(c.n_obs()) == closed);
-        REQUIRE(rank.n_batches(c.n_obs()) == each);
-        const Batches mine = support::observations(support::epoch(rank, c.n_obs()));
-        CHECK(mine == Batches(all.begin() + r * each, all.begin() + (r + 1) * each));
-        ++served_global;
-      }
+      check_deal(
+          base, c,
+          {.mask = closed, .n_obs = c.n_obs(), .world = world, .batch = batch, .num_samples = *c.options.num_samples},
+          rank_of);
+      served_global += static_cast<int>(world);
       serving = world - 1;
     }
     if (trial % 4 == 0 && serving)

@@ -31,13 +31,7 @@ using Dist = cs::DistributedSampler<cs::RandomSampler>;
 using DistConfig = support::Config;
 
 DistConfig random_config(support::ConfigRng& g) {
-  DistConfig c;
-  c.chunk = g.between(1, 10);
-  c.preload = g.between(1, 4);
-  c.batch = g.divisor_of(c.chunk * c.preload);
-  c.n_obs = g.between(1, 400);
-  if (g.coin()) c.mask = g.sub_range(c.n_obs);
-  c.drop_last = g.coin();
+  DistConfig c = support::small_config(g, 10, 4, 400);
   c.enforce = g.coin();
   c.world = g.between(1, 8);
   c.seed = g.next();

@@ -62,6 +62,38 @@ DrawnRanges random_ranges(ConfigRng& g, std::int64_t chunk, std::int64_t most, b
   return set;
 }
 
+// A trial's draws: a chunk, a preload and a batch that divides a request (support::draw_shape), and
+// a range set for that chunk (random_ranges).
+struct Trial {
+  std::int64_t chunk = 1;
+  std::int64_t preload = 1;
+  std::int64_t batch = 1;
+  DrawnRanges set;
+
+  [[nodiscard]] cs::RandomOptions random_options(std::uint64_t seed) const {
+    return {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges(), .seed = seed};
+  }
+  [[nodiscard]] cs::SequentialOptions sequential_options() const {
+    return {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges()};
+  }
+  /// For a failing test's report.
+  [[nodiscard]] std::string describe() const {
+    return fmt::format("chunk {} preload {} batch {}", chunk, preload, batch);
+  }
+};
+
+// A trial of chunks up to `max_chunk` and preloads up to `max_preload`, over
+// random_ranges(g, chunk, most, exactly).
+Trial draw_trial(ConfigRng& g, std::int64_t max_chunk, std::int64_t max_preload, std::int64_t most,
+                 bool exactly = false) {
+  support::Config shape;
+  support::draw_shape(g, shape, max_chunk, max_preload);
+  return {.chunk = shape.chunk,
+          .preload = shape.preload,
+          .batch = shape.batch,
+          .set = random_ranges(g, shape.chunk, most, exactly)};
+}
+
 // Every observation of the union exactly once, none outside, chunks inside one range and one
 // grid cell, full requests: what an epoch without replacement and without drop_last promises.
 void check_whole_epoch(const support::EpochRecord& rec, const cs::Ranges& closed, std::int64_t chunk,
@@ -144,55 +176,43 @@ TEST_CASE("grid: invariants over random range sets, every chunk sampler", "[grid
   ConfigRng g(2111);
   int served = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    const std::int64_t chunk = g.between(1, 9);
-    const std::int64_t preload = g.between(1, 4);
-    const std::int64_t batch = g.divisor_of(chunk * preload);
     // One trial of exactly 10^4 ranges, some of 400 at most, the rest of 12 at most.
-    const DrawnRanges set = random_ranges(g, chunk, trial == 1 ? 10'000 : trial % 10 == 0 ? 400 : 12, trial == 1);
-    const cs::Ranges closed = set.closed();
+    const Trial t = draw_trial(g, 9, 4, trial == 1 ? 10'000 : trial % 10 == 0 ? 400 : 12, trial == 1);
+    const cs::Ranges closed = t.set.closed();
     const bool shuffle = g.coin();
     const std::uint64_t seed = g.next();
-    INFO(fmt::format("trial {} chunk {} preload {} batch {} shuffle {} seed {} | {}", trial, chunk, preload, batch,
-                     shuffle, seed, set.describe()));
+    INFO(fmt::format("trial {} {} shuffle {} seed {} | {}", trial, t.describe(), shuffle, seed, t.set.describe()));
     const std::int64_t size = closed.count();
     const auto check = [&](auto sampler) {
-      REQUIRE(sampler.n_batches(set.n_obs) == support::ceil_div(size, batch));
-      const support::EpochRecord rec = support::walk(sampler, set.n_obs);
-      CHECK(rec.n_batches() == support::ceil_div(size, batch));
-      CHECK(rec.batches_full_but_last(batch));
-      check_whole_epoch(rec, closed, chunk, chunk * preload);
+      REQUIRE(sampler.n_batches(t.set.n_obs) == support::ceil_div(size, t.batch));
+      const support::EpochRecord rec = support::walk(sampler, t.set.n_obs);
+      CHECK(rec.n_batches() == support::ceil_div(size, t.batch));
+      CHECK(rec.batches_full_but_last(t.batch));
+      check_whole_epoch(rec, closed, t.chunk, t.chunk * t.preload);
       auto twin = sampler;
       twin.set_epoch(0);
-      CHECK(support::epoch(twin, set.n_obs) == rec.requests);
+      CHECK(support::epoch(twin, t.set.n_obs) == rec.requests);
     };
-    if (shuffle)
-      check(cs::RandomSampler(
-          {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges(), .seed = seed}));
-    else
-      check(cs::SequentialSampler(
-          {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges()}));
+    if (shuffle) check(cs::RandomSampler(t.random_options(seed)));
+    else check(cs::SequentialSampler(t.sequential_options()));
 
     // With replacement: chunks of the union's rows, one piece per range, inside it.
     const std::int64_t budget = g.between(1, 3 * size);
-    cs::RandomOptions o{.chunk_size = chunk,
-                        .preload_nchunks = preload,
-                        .batch_size = batch,
-                        .mask = set.ranges(),
-                        .seed = seed,
-                        .replacement = true,
-                        .num_samples = size < chunk ? std::min(budget, size) : budget,
-                        .grid_starts = g.coin()};
+    cs::RandomOptions o = t.random_options(seed);
+    o.replacement = true;
+    o.num_samples = size < t.chunk ? std::min(budget, size) : budget;
+    o.grid_starts = g.coin();
     cs::RandomSampler with(o);
-    const support::EpochRecord drawn = support::walk(with, set.n_obs);
+    const support::EpochRecord drawn = support::walk(with, t.set.n_obs);
     CHECK(static_cast<std::int64_t>(drawn.draws.size()) == *o.num_samples);
-    CHECK(drawn.requests_full(chunk * preload));
+    CHECK(drawn.requests_full(t.chunk * t.preload));
     bool pieces_inside = true;
     for (const cs::Slice& c : drawn.chunks) {
       const std::optional<std::size_t> r = closed.range_of(c.start);
       pieces_inside = pieces_inside && r && c.stop <= closed[*r].stop;
     }
     CHECK(pieces_inside);
-    if (o.grid_starts && size >= chunk) CHECK(drawn.chunks_on_grid(closed, chunk));
+    if (o.grid_starts && size >= t.chunk) CHECK(drawn.chunks_on_grid(closed, t.chunk));
     ++served;
   }
   CHECK(served == 300);
@@ -202,51 +222,47 @@ TEST_CASE("grid: DistributedSampler over random range sets, both modes, 1 to 9 r
   ConfigRng g(2112);
   int served = 0;
   for (int trial = 0; trial < 150; ++trial) {
-    const std::int64_t chunk = g.between(1, 8);
-    const std::int64_t preload = g.between(1, 3);
-    const std::int64_t batch = g.divisor_of(chunk * preload);
-    const DrawnRanges set = random_ranges(g, chunk, 30);
-    const cs::Ranges closed = set.closed();
+    const Trial t = draw_trial(g, 8, 3, 30);
+    const cs::Ranges closed = t.set.closed();
     const std::int64_t world = g.between(1, 9);
     const cs::ShardMode mode = g.coin() ? cs::ShardMode::global : cs::ShardMode::contiguous;
     const std::uint64_t seed = g.next();
-    INFO(fmt::format("trial {} chunk {} preload {} batch {} world {} {} | {}", trial, chunk, preload, batch, world,
-                     mode == cs::ShardMode::global ? "global" : "contiguous", set.describe()));
-    const cs::RandomSampler base(
-        {.chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges(), .seed = seed});
-    if (closed.count() / world < batch) continue;  // no whole batch per rank: refused, tested elsewhere
+    INFO(fmt::format("trial {} {} world {} {} | {}", trial, t.describe(), world,
+                     mode == cs::ShardMode::global ? "global" : "contiguous", t.set.describe()));
+    const cs::RandomSampler base(t.random_options(seed));
+    if (closed.count() / world < t.batch) continue;  // no whole batch per rank: refused, tested elsewhere
     std::set<std::int64_t> seen;
     std::int64_t draws = 0;
     std::optional<std::int64_t> batches;
     for (std::int64_t r = 0; r < world; ++r) {
       INFO("rank " << r);
       cs::DistributedSampler dist(base, cs::DistInfo{.rank = r, .world_size = world}, {.mode = mode});
-      const std::int64_t n = dist.n_batches(set.n_obs);
+      const std::int64_t n = dist.n_batches(t.set.n_obs);
       if (batches) CHECK(n == *batches);
       batches = n;
-      const support::EpochRecord rec = support::walk(dist, set.n_obs);
+      const support::EpochRecord rec = support::walk(dist, t.set.n_obs);
       CHECK(rec.n_batches() == n);
-      CHECK(rec.batches_all_full(batch));
-      CHECK(rec.chunks_on_grid(closed, chunk));
+      CHECK(rec.batches_all_full(t.batch));
+      CHECK(rec.chunks_on_grid(closed, t.chunk));
       for (const support::Draw& d : rec.draws) {
         seen.insert(d.obs);
         CHECK(closed.range_of(d.obs).has_value());
       }
       draws += static_cast<std::int64_t>(rec.draws.size());
       if (mode == cs::ShardMode::contiguous) {
-        const cs::Ranges shard = dist.shard(set.n_obs);
-        CHECK(rec.chunks_on_grid(shard, chunk));
-        CHECK(shard.count() == closed.count() / world / batch * batch);
+        const cs::Ranges shard = dist.shard(t.set.n_obs);
+        CHECK(rec.chunks_on_grid(shard, t.chunk));
+        CHECK(shard.count() == closed.count() / world / t.batch * t.batch);
       }
       if (r == 0 && trial % 5 == 0) {
         const cs::DistributedOptions options{.mode = mode};
         support::check_workers(
             [&] { return cs::DistributedSampler(base, cs::DistInfo{.rank = r, .world_size = world}, options); },
-            set.n_obs, 3);
+            t.set.n_obs, 3);
       }
     }
     CHECK(static_cast<std::int64_t>(seen.size()) == draws);  // disjoint ranks
-    CHECK(draws == world * *batches * batch);
+    CHECK(draws == world * *batches * t.batch);
     ++served;
   }
   CHECK(served > 100);
@@ -256,36 +272,31 @@ TEST_CASE("grid: resume at every batch over many ranges, and elastic restores 4 
   ConfigRng g(2113);
   support::Tally tally;
   for (int trial = 0; trial < 40; ++trial) {
-    const std::int64_t chunk = g.between(1, 6);
-    const std::int64_t preload = g.between(1, 3);
-    const std::int64_t batch = g.divisor_of(chunk * preload);
-    const DrawnRanges set = random_ranges(g, chunk, 8);
+    const Trial t = draw_trial(g, 6, 3, 8);
     const std::uint64_t seed = g.next();
-    INFO(fmt::format("trial {} chunk {} preload {} batch {} | {}", trial, chunk, preload, batch, set.describe()));
-    const cs::RandomOptions options{
-        .chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges(), .seed = seed};
-    support::check_resume([&] { return cs::RandomSampler(options); }, set.n_obs, 1, {}, g, tally);
-    const cs::SequentialOptions in_order{
-        .chunk_size = chunk, .preload_nchunks = preload, .batch_size = batch, .mask = set.ranges()};
-    support::check_resume([&] { return cs::SequentialSampler(in_order); }, set.n_obs, 0, {.id = 1, .num_workers = 2}, g,
-                          tally);
+    INFO(fmt::format("trial {} {} | {}", trial, t.describe(), t.set.describe()));
+    const cs::RandomOptions options = t.random_options(seed);
+    support::check_resume([&] { return cs::RandomSampler(options); }, t.set.n_obs, 1, {}, g, tally);
+    const cs::SequentialOptions in_order = t.sequential_options();
+    support::check_resume([&] { return cs::SequentialSampler(in_order); }, t.set.n_obs, 0, {.id = 1, .num_workers = 2},
+                          g, tally);
 
     // Elastic: a global-mode job of `from` ranks stops after `done` batches; `to` ranks restore
     // and read the rest: every observation of the union once, none twice (drop leaves out
     // fewer than `to` batches).
     for (const auto& [from, to] : {std::pair<std::int64_t, std::int64_t>{4, 3}, {3, 5}}) {
       const cs::RandomSampler base(options);
-      if (set.closed().count() / from < batch) continue;
+      if (t.set.closed().count() / from < t.batch) continue;
       INFO(from << " -> " << to);
       std::vector<cs::DistributedSampler<cs::RandomSampler>> old;
       for (std::int64_t r = 0; r < from; ++r)
         old.emplace_back(base, cs::DistInfo{.rank = r, .world_size = from},
                          cs::DistributedOptions{.mode = cs::ShardMode::global});
-      const std::int64_t per = old[0].n_batches(set.n_obs);
+      const std::int64_t per = old[0].n_batches(t.set.n_obs);
       const std::int64_t done = g.between(0, per);
       std::multiset<std::int64_t> read;
       for (auto& d : old) {
-        const std::vector<OwnedRequest> all = support::epoch(d, set.n_obs);
+        const std::vector<OwnedRequest> all = support::epoch(d, t.set.n_obs);
         const support::Batches b = support::observations(all);
         for (std::int64_t i = 0; i < done; ++i)
           for (const std::int64_t obs : b[static_cast<std::size_t>(i)]) read.insert(obs);
@@ -296,7 +307,7 @@ TEST_CASE("grid: resume at every batch over many ranges, and elastic restores 4 
         cs::DistributedSampler fresh(base, cs::DistInfo{.rank = r, .world_size = to},
                                      cs::DistributedOptions{.mode = cs::ShardMode::global});
         fresh.restore(state);
-        const support::Batches b = support::observations(support::epoch(fresh, set.n_obs));
+        const support::Batches b = support::observations(support::epoch(fresh, t.set.n_obs));
         rest_batches += static_cast<std::int64_t>(b.size());
         for (const auto& batch_rows : b)
           for (const std::int64_t obs : batch_rows) read.insert(obs);
@@ -305,7 +316,7 @@ TEST_CASE("grid: resume at every batch over many ranges, and elastic restores 4 
       CHECK(distinct.size() == read.size());  // nothing read twice
       const std::int64_t unread = from * (per - done);
       CHECK(rest_batches == unread / to * to);
-      CHECK(static_cast<std::int64_t>(read.size()) == (from * done + unread / to * to) * batch);
+      CHECK(static_cast<std::int64_t>(read.size()) == (from * done + unread / to * to) * t.batch);
     }
   }
   CHECK(tally.points > 200);

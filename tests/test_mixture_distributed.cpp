@@ -40,23 +40,18 @@ TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on 
           "[mixture][distributed]") {
   using Catch::Matchers::Contains;
   using Dist = cs::DistributedSampler<cs::MixtureSampler>;
-  const cs::MixtureOptions options{
-      .chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 78, .weights = {1, 1, 1}};
-  const std::vector<std::int64_t> sizes = {100, 60, 40};
-  const std::vector<double> other = {1, 0, 8};
-  cs::MixtureOptions other_options = options;
-  other_options.weights = other;
+  const WeightUpdate u(78);
   for (const cs::ShardMode mode : {cs::ShardMode::contiguous, cs::ShardMode::global}) {
     INFO((mode == cs::ShardMode::global ? "global" : "contiguous"));
     for (std::int64_t r = 0; r < 2; ++r) {
       INFO("rank " << r);
       const cs::DistInfo info{.rank = r, .world_size = 2};
-      Dist dist(cs::MixtureSampler(sizes, options), info, {.mode = mode});
+      Dist dist(cs::MixtureSampler(u.sizes, u.options), info, {.mode = mode});
       const Requests epoch0 = support::epoch(dist, 200);
       const cs::SamplerState before = dist.state(2);
-      dist.update_weights(other);
+      dist.update_weights(u.other);
       // The next epoch is what a job built with the new weights plays; dataset 1 is never read.
-      Dist built(cs::MixtureSampler(sizes, other_options), info, {.mode = mode});
+      Dist built(cs::MixtureSampler(u.sizes, u.other_options), info, {.mode = mode});
       built.set_epoch(1);
       const Requests epoch1 = support::epoch(dist, 200);
       CHECK(epoch1 == support::epoch(built, 200));
@@ -65,9 +60,9 @@ TEST_CASE("DistributedSampler<MixtureSampler>: sampler() updates the weights on 
 
       // A state restored, then the weights changed: sample() refuses to continue an epoch that was
       // never played; set back, the state continues the first epoch exactly.
-      Dist stale(cs::MixtureSampler(sizes, options), info, {.mode = mode});
+      Dist stale(cs::MixtureSampler(u.sizes, u.options), info, {.mode = mode});
       stale.restore(before);
-      stale.update_weights(other);
+      stale.update_weights(u.other);
       CHECK_THROWS_WITH(stale.sample(200), Contains("fingerprint"));
       stale.update_weights({1, 1, 1});
       CHECK(support::collect(stale.sample(200)) == after(epoch0, 2));

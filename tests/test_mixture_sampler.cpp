@@ -347,41 +347,36 @@ TEST_CASE("MixtureSampler temperature: 1 keeps the weights, large tends to unifo
 
 TEST_CASE("MixtureSampler update_weights takes effect at the next epoch; older states are refused", "[mixture]") {
   using Catch::Matchers::Contains;
-  const cs::MixtureOptions options{
-      .chunk_size = 5, .preload_nchunks = 2, .batch_size = 5, .seed = 77, .weights = {1, 1, 1}};
-  const std::vector<std::int64_t> sizes = {100, 60, 40};
-  const std::vector<double> other = {1, 0, 8};
-  cs::MixtureOptions other_options = options;
-  other_options.weights = other;
+  const WeightUpdate u(77);
   const auto fresh = [&](const cs::MixtureOptions& o, std::uint64_t epoch) {
-    cs::MixtureSampler s(sizes, o);
+    cs::MixtureSampler s(u.sizes, o);
     s.set_epoch(epoch);
     return s;
   };
 
-  cs::MixtureSampler mix(sizes, options);
+  cs::MixtureSampler mix(u.sizes, u.options);
   auto epoch0 = mix.sample(200);
   const cs::SamplerState before = mix.state(3);
   const std::uint64_t old_fingerprint = mix.fingerprint();
-  mix.update_weights(other);
-  CHECK(mix.weights() == other);
+  mix.update_weights(u.other);
+  CHECK(mix.weights() == u.other);
   CHECK(mix.fingerprint() != old_fingerprint);
   // The range returned before the update keeps its plan.
   const Requests played0 = support::collect(epoch0);
-  auto reference0 = fresh(options, 0);
+  auto reference0 = fresh(u.options, 0);
   CHECK(played0 == support::epoch(reference0, 200));
   // The next epoch is played under the new weights: dataset 1 is never read.
   const Requests played1 = support::epoch(mix, 200);
-  auto reference1 = fresh(other_options, 1);
+  auto reference1 = fresh(u.other_options, 1);
   CHECK(played1 == support::epoch(reference1, 200));
-  auto old1 = fresh(options, 1);
+  auto old1 = fresh(u.options, 1);
   CHECK(played1 != support::epoch(old1, 200));
   for (const auto& batch : support::observations(played1))
     for (const std::int64_t obs : batch) CHECK_FALSE((obs >= 100 && obs < 160));
 
   // A state taken under the old weights is refused under the new ones, and accepted once they are
   // set back; it then resumes the epoch as it was played.
-  cs::MixtureSampler updated = fresh(other_options, 0);
+  cs::MixtureSampler updated = fresh(u.other_options, 0);
   CHECK_THROWS_WITH(updated.restore(before), Contains("fingerprint"));
   updated.update_weights({1, 1, 1});
   CHECK(updated.fingerprint() == old_fingerprint);
@@ -389,14 +384,14 @@ TEST_CASE("MixtureSampler update_weights takes effect at the next epoch; older s
   CHECK(support::collect(updated.sample(200)) == after(played0, 3));
 
   // A restore is checked when it is made: weights changed after it would replay another epoch.
-  cs::MixtureSampler pending(sizes, options);
+  cs::MixtureSampler pending(u.sizes, u.options);
   pending.restore(before);
-  CHECK_THROWS_WITH(pending.update_weights(other), Contains("pending"));
+  CHECK_THROWS_WITH(pending.update_weights(u.other), Contains("pending"));
   pending.update_weights({1, 1, 1});  // the same weights: nothing changes
   CHECK(support::collect(pending.sample(200)) == after(played0, 3));
 
   // update_weights checks as the constructor does, and a refused update changes nothing.
-  cs::MixtureSampler checked(sizes, options);
+  cs::MixtureSampler checked(u.sizes, u.options);
   const std::uint64_t fingerprint = checked.fingerprint();
   CHECK_THROWS_WITH(checked.update_weights({1, 2}), Contains("update_weights") && Contains("weights has 2 values"));
   CHECK_THROWS_WITH(checked.update_weights({1, -1, 2}), Contains("weights[1] (-1) must be finite and >= 0"));

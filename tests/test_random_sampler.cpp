@@ -29,13 +29,7 @@ using support::Config;
 // Small sizes so hundreds of epochs run in well under a second; n_obs below the chunk and the
 // request size, masks of one observation and batch sizes of 1 all occur.
 Config random_config(ConfigRng& g) {
-  Config c;
-  c.chunk = g.between(1, 12);
-  c.preload = g.between(1, 5);
-  c.batch = g.divisor_of(c.chunk * c.preload);
-  c.n_obs = g.between(1, 300);
-  if (g.coin()) c.mask = g.sub_range(c.n_obs);
-  c.drop_last = g.coin();
+  Config c = support::small_config(g, 12, 5, 300);
   c.seed = g.next();
   return c;
 }
@@ -57,6 +51,24 @@ bool disjoint(std::vector<cs::Slice> chunks) {
   for (std::size_t i = 1; i < chunks.size(); ++i)
     if (chunks[i].start < chunks[i - 1].stop) return false;
   return true;
+}
+
+// One epoch of `sampler`, configured by `c` with `num` samples, checked as both kinds of draw
+// (with and without replacement) must give it: the batches and rows drop_last keeps, every draw and
+// chunk inside the range, valid positions. Returns the epoch for the checks of one kind.
+support::EpochRecord check_num_samples(cs::RandomSampler& sampler, const Config& c, std::int64_t num) {
+  const cs::Slice range = c.range();
+  const std::int64_t used = c.drop_last ? num / c.batch * c.batch : num;
+  const std::int64_t expected_batches = c.drop_last ? num / c.batch : ceil_div(num, c.batch);
+  CHECK(sampler.n_batches(c.n_obs) == expected_batches);
+  support::EpochRecord rec = support::walk(sampler, c.n_obs);
+  CHECK(rec.n_batches() == expected_batches);
+  CHECK(static_cast<std::int64_t>(rec.draws.size()) == used);
+  CHECK(rec.draws_inside(range));
+  CHECK(rec.chunks_valid(range, c.chunk));
+  CHECK(rec.positions_valid());
+  CHECK((c.drop_last ? rec.batches_all_full(c.batch) : rec.batches_full_but_last(c.batch)));
+  return rec;
 }
 
 std::vector<support::OwnedRequest> epoch_of(const cs::RandomOptions& options, std::uint64_t epoch, std::int64_t n_obs) {
@@ -175,18 +187,9 @@ TEST_CASE("RandomSampler with num_samples below the range takes that many distin
     cs::RandomSampler sampler(options);
     REQUIRE(sampler.num_samples() == num);
 
-    const std::int64_t used = c.drop_last ? num / c.batch * c.batch : num;
-    const std::int64_t expected_batches = c.drop_last ? num / c.batch : ceil_div(num, c.batch);
-    CHECK(sampler.n_batches(c.n_obs) == expected_batches);
-    const support::EpochRecord rec = support::walk(sampler, c.n_obs);
-    CHECK(rec.n_batches() == expected_batches);
-    CHECK(static_cast<std::int64_t>(rec.draws.size()) == used);
-    CHECK(rec.draws_inside(range));
+    const support::EpochRecord rec = check_num_samples(sampler, c, num);
     CHECK(rec.no_repeats());
-    CHECK(rec.chunks_valid(range, c.chunk));
     CHECK(disjoint(rec.chunks));
-    CHECK(rec.positions_valid());
-    CHECK((c.drop_last ? rec.batches_all_full(c.batch) : rec.batches_full_but_last(c.batch)));
   }
   CHECK(exercised > 200);  // the generator really produces num_samples < S
 }
@@ -211,16 +214,7 @@ TEST_CASE("RandomSampler with replacement draws num_samples observations as chun
     cs::RandomSampler sampler(options);
     REQUIRE(sampler.replacement());
 
-    const std::int64_t used = c.drop_last ? n / c.batch * c.batch : n;
-    const std::int64_t expected_batches = c.drop_last ? n / c.batch : ceil_div(n, c.batch);
-    CHECK(sampler.n_batches(c.n_obs) == expected_batches);
-    const support::EpochRecord rec = support::walk(sampler, c.n_obs);
-    CHECK(rec.n_batches() == expected_batches);
-    CHECK(static_cast<std::int64_t>(rec.draws.size()) == used);
-    CHECK(rec.draws_inside(range));
-    CHECK(rec.chunks_valid(range, c.chunk));
-    CHECK(rec.positions_valid());
-    CHECK((c.drop_last ? rec.batches_all_full(c.batch) : rec.batches_full_but_last(c.batch)));
+    const support::EpochRecord rec = check_num_samples(sampler, c, n);
     // All chunks are full but a final remainder of n % chunk_size.
     for (std::size_t i = 0; i + 1 < rec.chunks.size(); ++i) CHECK(rec.chunks[i].size() == c.chunk);
     if (!rec.chunks.empty()) {

@@ -35,7 +35,6 @@ using support::Batches;
 using support::ConfigRng;
 using support::OwnedRequest;
 using support::Tally;
-using WDist = cs::DistributedSampler<cs::WeightedClassSampler>;
 
 }  // namespace
 TEST_CASE("WeightedClassSampler resumes exactly at every batch of small epochs; workers split the epoch",
@@ -112,23 +111,16 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>: equal batches on 1 to 9 ran
         ++served;
       }
     } else {
-      const std::int64_t kept = *w.c.options.num_samples / (world * batch) * (world * batch);
-      cs::WeightedClassSampler job = base.with_shard({.mask = closed, .stream = ~std::uint64_t{0}, .budget = kept});
-      const std::vector<OwnedRequest> whole = support::epoch(job, w.c.n_obs());
       Weighted model = w;
       model.c.options.drop_last = false;
-      check_epoch(model, closed, kept, whole);
-      const Batches all = support::observations(whole);
-      const std::int64_t each = kept / batch / world;
-      for (std::int64_t r = 0; r < world; ++r) {
-        INFO("rank " << r);
-        WDist rank = rank_of(r);
-        CHECK(rank.shard(w.c.n_obs()) == closed);
-        REQUIRE(rank.n_batches(w.c.n_obs()) == each);
-        CHECK(support::observations(support::epoch(rank, w.c.n_obs())) ==
-              Batches(all.begin() + r * each, all.begin() + (r + 1) * each));
-        ++served;
-      }
+      check_deal(base, model,
+                 {.mask = closed,
+                  .n_obs = w.c.n_obs(),
+                  .world = world,
+                  .batch = batch,
+                  .num_samples = *w.c.options.num_samples},
+                 rank_of);
+      served += static_cast<int>(world);
     }
   }
   INFO(served << " ranks served, " << spanning << " shards of several ranges");
@@ -172,19 +164,9 @@ TEST_CASE("DistributedSampler<WeightedClassSampler>: remainder policies keep eve
 TEST_CASE("DistributedSampler<WeightedClassSampler> resumes, with workers, in both modes", "[weighted][distributed]") {
   ConfigRng g(2210);
   Tally tally;
-  for (int trial = 0; trial < 30; ++trial) {
-    const std::int64_t world = g.between(1, 4);
-    const Weighted w = weighted_distributed_config(g, world);
-    const cs::ShardMode mode = trial % 2 == 0 ? cs::ShardMode::global : cs::ShardMode::contiguous;
-    const std::int64_t r = g.between(0, world - 1);
-    INFO(w.describe() << " | rank " << r << " of " << world << (trial % 2 == 0 ? " global" : " contiguous"));
-    const auto make = [&] { return WDist(w.sampler(), cs::DistInfo{.rank = r, .world_size = world}, {.mode = mode}); };
-    const std::int64_t workers = trial % 3 + 1;
-    for (std::int64_t id = 0; id < workers; ++id)
-      support::check_resume(make, w.c.n_obs(), static_cast<std::uint64_t>(trial % 4),
-                            {.id = id, .num_workers = workers}, g, tally);
-    support::check_workers(make, w.c.n_obs(), g.between(2, 4));
-  }
+  check_rank_resume(g, 30, weighted_distributed_config, tally, [&g](const auto& make, std::int64_t n_obs) {
+    support::check_workers(make, n_obs, g.between(2, 4));
+  });
   CHECK(tally.points > 150);
 }
 

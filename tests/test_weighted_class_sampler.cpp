@@ -39,7 +39,6 @@ using Catch::Matchers::Contains;
 using support::ceil_div;
 using support::ConfigRng;
 using support::OwnedRequest;
-using WDist = cs::DistributedSampler<cs::WeightedClassSampler>;
 
 }  // namespace
 TEST_CASE("WeightedClassSampler is a distributable sampler", "[weighted]") {

@@ -7,6 +7,7 @@
 // weights), an epoch's planned chunks, random masks of many ranges, and configurations every rank
 // can serve, shared by test_weighted_class_*.cpp.
 
+#include <chunksampler/distributed_sampler.hpp>
 #include <chunksampler/weighted_class_sampler.hpp>
 
 #include "class_support.hpp"
@@ -28,6 +29,7 @@ namespace support::weighted {
 using classes::ClassConfig;
 using classes::valid_starts;
 using classes::weight_of;
+using WDist = cs::DistributedSampler<cs::WeightedClassSampler>;
 
 inline constexpr cs::Composition compositions[] = {cs::Composition::independent, cs::Composition::stratified};
 
@@ -42,6 +44,7 @@ struct Weighted {
 
   [[nodiscard]] cs::WeightedClassOptions options() const { return cs::weighted_options_of(c.options, composition); }
   [[nodiscard]] cs::WeightedClassSampler sampler() const { return {c.codes, options()}; }
+  [[nodiscard]] std::int64_t n_obs() const { return c.n_obs(); }
   [[nodiscard]] std::string describe() const { return c.describe() + " " + composition_name(composition); }
 };
 
