@@ -10,6 +10,7 @@ from typing import Any
 import torch.utils.data
 
 from . import _internals
+from ._batch_sampler import BatchSampler
 from ._convert import index, optional_index
 from ._errors import ConfigError, NotADataLoaderError
 from ._cursor import Pass
@@ -17,7 +18,6 @@ from ._integration import AnySampler, check_every_rank, check_sampler
 from ._tensors import _cut, _first, _not_forked, _pinned, _RequestReads, _tensors, _to_device, _whole_to_device
 from ._types import RequestArrays, SamplerStateDict
 from .reader import ReadAhead, Reader, _copy as _copy_request, is_source
-from .torch import BatchSampler
 
 
 # --- a loader over a source: each request read whole ------------------------------------------------
