@@ -12,8 +12,8 @@ import torch.utils.data
 
 from . import _internals
 from ._convert import index, optional_index
-from ._errors import ConfigError
 from ._cursor import Cursor, Pass
+from ._errors import ConfigError
 from ._integration import AnySampler, check_sampler, request_rows
 from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict

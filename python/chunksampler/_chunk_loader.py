@@ -12,8 +12,8 @@ import torch.utils.data
 from . import _internals
 from ._batch_sampler import BatchSampler
 from ._convert import index, optional_index
-from ._errors import ConfigError, NotADataLoaderError
 from ._cursor import Pass
+from ._errors import ConfigError, NotADataLoaderError
 from ._integration import AnySampler, check_every_rank, check_sampler
 from ._tensors import _cut, _first, _not_forked, _pinned, _RequestReads, _tensors, _to_device, _whole_to_device
 from ._types import RequestArrays, SamplerStateDict

@@ -11,8 +11,8 @@ import numpy as np
 import torch.utils.data
 
 from ._errors import ConfigError
-from .reader import Reader, is_sparse
 from ._types import RequestArrays
+from .reader import Reader, is_sparse
 
 
 def _to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
