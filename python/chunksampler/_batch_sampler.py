@@ -15,7 +15,6 @@ from ._convert import index, optional_index
 from ._cursor import Cursor, Pass
 from ._errors import ConfigError
 from ._integration import AnySampler, check_sampler, request_rows
-from ._samplers import _worker
 from ._types import RequestArrays, SamplerStateDict
 
 # Accelerate's prepare() rebuilds a torch DataLoader around its batch sampler: its prepare_data_loader()
@@ -93,7 +92,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         sampler.validate(n_obs)
         # Where this batch sampler stands: its pass, a restore waiting for the next one, and its
         # __iter__ calls (which number the passes).
-        self._cursor = Cursor("BatchSampler", sampler, n_obs, rolls_over=False)
+        self._cursor = Cursor("BatchSampler", sampler, n_obs, worker=None, rolls_over=False)
         # The torch DataLoader iterator that made the latest iterator, if one did: (ticket, weakref).
         self._consumer: tuple[int, Any] | None = None
 
@@ -140,7 +139,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         restored epoch has left. The one meaning of ``len`` across chunksampler's loaders (as
         ``ChunkDataLoader``'s and scvi's), since Lightning, Accelerate and the Hugging Face
         Trainer count a resumed epoch from its start. During an iteration, the next one's."""
-        return self._sampler.n_batches(self.n_obs, worker=_worker(None))
+        return self._sampler.n_batches(self.n_obs, worker=self._cursor.share())
 
     def __iter__(self) -> Iterator[list[int]]:
         """Plays the sampler's next epoch (from a restored point if one is pending) and yields its
@@ -156,9 +155,8 @@ class BatchSampler(torch.utils.data.BatchSampler):
         return self._play(ticket)
 
     def _play(self, ticket: int) -> Iterator[list[int]]:
-        # The DataLoader worker this process is, else the whole rank; the pass knows where its epoch
-        # begins (after a restore, at the restored point).
-        current = self._cursor.begin(worker=_worker(None), ticket=ticket)
+        # The pass knows where its epoch begins (after a restore, at the restored point).
+        current = self._cursor.begin(ticket=ticket)
         yield from self._batches(current.requests, current)
         current.ended = True
 
@@ -277,7 +275,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         cursor = self._cursor
         state: dict[str, Any] = {
             "_sampler": cursor.sampler, "_n_obs": cursor.n_obs, "_tickets": cursor.tickets, "_owner": cursor.owner,
-            "_rolls_over": cursor.rolls_over,
+            "_rolls_over": cursor.rolls_over, "_share": cursor.worker,
         }
         # Where the copy's next iteration starts: where this one's current iteration stands (the
         # sampler alone knows only whole requests), or after it has yielded its batches or been
@@ -295,7 +293,7 @@ class BatchSampler(torch.utils.data.BatchSampler):
         resume = state.pop("_resume")
         self._cursor = Cursor(
             state.pop("_owner", "BatchSampler"), state.pop("_sampler"), state.pop("_n_obs"),
-            rolls_over=state.pop("_rolls_over", False),
+            worker=state.pop("_share", None), rolls_over=state.pop("_rolls_over", False),
         )
         self._cursor.tickets = state.pop("_tickets")
         self.__dict__.update(state)

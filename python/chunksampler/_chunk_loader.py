@@ -177,7 +177,9 @@ class ChunkDataLoader:
         # Where the loader stands: the batch sampler's cursor (its pass, a restore waiting for the
         # next), counting the batches this loader hands to the loop, not those its workers fetch.
         self._cursor = self._batch_sampler._cursor
-        self._cursor.owner, self._cursor.rolls_over = "ChunkDataLoader", True
+        # The whole rank's (the batch sampler runs in this process) and a state at an epoch's end
+        # continues with the next epoch.
+        self._cursor.owner, self._cursor.worker, self._cursor.rolls_over = "ChunkDataLoader", (0, 1), True
         self._checked = False
         self._check()
 

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from . import _chunksampler
 from ._convert import index
 from ._errors import ConfigError, StateError, StateFormatError
-from ._samplers import DistributedSampler
+from ._samplers import DistributedSampler, _worker
 from ._types import RequestArrays, SamplerStateDict
 
 # --- a pass ---------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ class Pass:
 
 class Cursor:
     """Where a loader over ``sampler`` (``n_obs`` observations, worker share ``worker`` of each
-    pass's epoch) stands: its current pass (``current``, None before the first and after
+    pass's epoch; None: the DataLoader worker this process is, else the whole rank) stands: its current pass (``current``, None before the first and after
     ``set_epoch`` or a restore), the batches it has handed out of it to the training loop
     (``handed``; a loader whose consumer lags behind its reads counts them itself), and the state a
     restore is waiting to begin from (``restored``).
@@ -80,7 +80,13 @@ class Cursor:
     __slots__ = ("current", "handed", "n_obs", "owner", "restored", "rolls_over", "sampler", "tickets", "worker")
 
     def __init__(
-        self, owner: str, sampler: Any, n_obs: int, worker: tuple[int, int] = (0, 1), *, rolls_over: bool = True
+        self,
+        owner: str,
+        sampler: Any,
+        n_obs: int,
+        worker: tuple[int, int] | None = (0, 1),
+        *,
+        rolls_over: bool = True,
     ) -> None:
         self.owner = owner
         self.sampler = sampler
@@ -94,12 +100,17 @@ class Cursor:
 
     # --- moving -------------------------------------------------------------------------------------
 
-    def begin(self, worker: tuple[int, int] | None = None, ticket: int | None = None) -> Pass:
-        """Starts a pass over the sampler's next epoch, or the rest of a restored one (for worker
-        share ``worker``, by default the cursor's), numbered ``ticket`` (by default the latest
-        ``__iter__``'s); the restore is spent, and the count of batches handed out starts again."""
+    def share(self) -> tuple[int, int]:
+        """The worker share this cursor's passes play: its ``worker``, or the DataLoader worker this
+        process is (``(0, 1)`` outside one)."""
+        return _worker(None) if self.worker is None else self.worker
+
+    def begin(self, ticket: int | None = None) -> Pass:
+        """Starts a pass over the sampler's next epoch, or the rest of a restored one (for the
+        cursor's worker share), numbered ``ticket`` (by default the latest ``__iter__``'s); the
+        restore is spent, and the count of batches handed out starts again."""
         self.settle()
-        requests = self.sampler.sample_arrays(self.n_obs, worker=self.worker if worker is None else worker)
+        requests = self.sampler.sample_arrays(self.n_obs, worker=self.share())
         self.current = Pass(requests, self.tickets if ticket is None else ticket)
         self.handed = 0
         self.restored = None
@@ -157,7 +168,7 @@ class Cursor:
         probe = self.sampler._copy()
         try:
             probe.load_state_dict(state)
-            probe.n_batches(self.n_obs, worker=(0, 1) if self.worker[1] == 1 else self.worker)
+            probe.n_batches(self.n_obs, worker=self.share())
         except StateError as error:
             raise type(error)(
                 f"{problem} (a checkpoint of another configuration, seed, dataset size or world size?): {error}"
@@ -172,7 +183,7 @@ class Cursor:
         if current is not None and self.handed < current.total:
             return current.n_batches
         self.settle()
-        return self.sampler.n_batches(self.n_obs, worker=self.worker)
+        return self.sampler.n_batches(self.n_obs, worker=self.share())
 
     def next_state(self) -> SamplerStateDict:
         """Where the next pass begins: a restore's point, else the start of the epoch it plays."""
